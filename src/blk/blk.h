@@ -1,0 +1,102 @@
+/* Block layer: the "disk" under the file system is an image file or a block device.
+ *
+ * Backends sit behind struct blk_backend_ops:
+ *   uring  io_uring + O_DIRECT (default; seed 002: no double caching, less CPU)
+ *   psync  buffered pread/pwrite (the baseline, and the fallback where O_DIRECT is refused)
+ *
+ * Requests are asynchronous (blk_submit + a completion callback, called from the backend's
+ * completion thread or, for psync, inline).  The blk_read/blk_write/blk_flush/blk_discard
+ * helpers wrap them synchronously.  Offsets and lengths are bytes; any alignment is
+ * accepted (unaligned requests go through a bounce buffer), but 4 KiB-aligned offsets,
+ * lengths and buffers take the zero-copy path. */
+#ifndef F2FUSE_BLK_BLK_H
+#define F2FUSE_BLK_BLK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/stats.h"
+
+#define BLK_ALIGN 4096u
+
+enum blk_op { BLK_READ, BLK_WRITE, BLK_FLUSH, BLK_DISCARD, BLK_OP_COUNT };
+
+/* Priority classes: checkpoint I/O goes ahead of normal, background writeback and discard
+ * go behind it (mapped to io_uring's ioprio field). */
+enum blk_prio { BLK_PRIO_NORMAL, BLK_PRIO_HIGH, BLK_PRIO_LOW };
+
+struct blk_req;
+typedef void (*blk_done_fn)(struct blk_req *req);
+
+struct blk_req {
+    enum blk_op op;
+    enum blk_prio prio;
+    uint64_t off;     /* byte offset on the device */
+    uint64_t len;     /* bytes; 0 for FLUSH */
+    void *buf;        /* READ/WRITE data */
+    blk_done_fn done; /* called exactly once when the request completes */
+    void *private;    /* caller's */
+    int64_t result;   /* set before done(): bytes transferred (== len on success) or -errno */
+    /* backend-private bookkeeping */
+    uint64_t done_bytes;
+    void *bounce;
+    struct blk_req *next;
+    unsigned flags;        /* BLK_REQF_* (blk_internal.h) */
+    int64_t preset_result; /* with BLK_REQF_PRESET: completes with this, no I/O */
+};
+
+struct blk_dev;
+
+struct blk_backend_ops {
+    const char *name;
+    /* Prepares backend state for dev->fd (opened by the common code).  Returns 0 or -errno. */
+    int (*init)(struct blk_dev *dev);
+    /* Queues n requests and starts them; completions arrive through req->done. */
+    int (*submit)(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
+    /* Waits for every request in flight, then frees backend state. */
+    void (*fini)(struct blk_dev *dev);
+};
+
+struct blk_options {
+    const char *backend;  /* "uring" (default) or "psync" */
+    unsigned queue_depth; /* io_uring entries; 0 = 64 */
+    bool read_only;
+};
+
+/* Opens path (image file or block device).  With backend "uring" the device is opened
+ * O_DIRECT; where that is refused (tmpfs, ...) it falls back to psync and logs why. */
+int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **out);
+void blk_close(struct blk_dev *dev);
+
+/* Starts n requests; returns 0, or -errno when none could be queued (then no done() runs).
+ * done() may call blk_submit again, but must not call the synchronous helpers below: on the
+ * uring completion thread they would wait for themselves, so they return -EDEADLK there. */
+int blk_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
+
+/* Submits n requests and waits for all of them: 0 when every one transferred its whole
+ * length, else the first -errno (a short transfer is -EIO).  (src/blk/blk_wait.c) */
+int blk_submit_wait(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
+
+/* Synchronous helpers: 0 when the whole range was transferred, else -errno
+ * (a read or write past the end of the device is -EIO). */
+int blk_read(struct blk_dev *dev, uint64_t off, void *buf, size_t len);
+int blk_write(struct blk_dev *dev, uint64_t off, const void *buf, size_t len);
+int blk_flush(struct blk_dev *dev);
+int blk_discard(struct blk_dev *dev, uint64_t off, uint64_t len);
+
+uint64_t blk_size(const struct blk_dev *dev);       /* bytes */
+const char *blk_backend_name(const struct blk_dev *dev);
+
+/* 4 KiB-aligned allocation for I/O buffers; free with free(). NULL on ENOMEM. */
+void *blk_alloc_buf(size_t len);
+
+/* Fault injection for tests: the nth request of kind op from now on (1 = the next one)
+ * completes with -err instead of running.  n = 0 clears it. */
+void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err);
+
+/* Counters, names "blk.*": per op kind ops/bytes/errors, merged requests, in flight,
+ * max in flight, bounced (unaligned) requests. */
+void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink);
+
+#endif

@@ -1,0 +1,13 @@
+/* The f2fuse command: the daemon plus subcommands (walk, stat). */
+#ifndef F2FUSE_CLI_CLI_H
+#define F2FUSE_CLI_CLI_H
+
+#include "f2fuse.h"
+
+/* Applies a comma-separated -o list to opts; prints what is wrong and returns -1. */
+int cli_apply_options(struct f2fuse_options *opts, const char *list);
+
+int walk_main(int argc, char **argv);
+int stat_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,71 @@
+/* f2fuse: mount an f2fs image with FUSE, or run one of the tools. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "fuse/ctl.h"
+#include "fuse/mount.h"
+
+int cli_apply_options(struct f2fuse_options *opts, const char *list)
+{
+    char *copy = strdup(list), *save = NULL;
+    if (!copy)
+        return -1;
+    int ret = 0;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq)
+            *eq = '\0';
+        int err = f2fuse_option_set(opts, item, eq ? eq + 1 : NULL);
+        if (err) {
+            fprintf(stderr, "f2fuse: error: %s option '%s' (valid: %s)\n",
+                    err == -ENOENT ? "unknown" : "bad value in", item, f2fuse_option_names());
+            ret = -1;
+            break;
+        }
+    }
+    free(copy);
+    return ret;
+}
+
+int stat_main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: f2fuse stat MOUNTPOINT\n");
+        return 2;
+    }
+    int err = ctl_request(argv[1], "stat", stdout);
+    if (err) {
+        fprintf(stderr, "f2fuse: error: %s: no f2fuse mount answers there (%s)\n", argv[1],
+                strerror(-err));
+        return 1;
+    }
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    mount_usage(out);
+    fprintf(out,
+            "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
+            "       f2fuse stat MOUNTPOINT                 counters of a running mount\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "walk") == 0)
+        return walk_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "stat") == 0)
+        return stat_main(argc - 1, argv + 1);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    return mount_main(argc, argv);
+}

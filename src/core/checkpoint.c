@@ -1,0 +1,218 @@
+/* Checkpoint: choose the valid pack and load what the rest of the mount reads from it
+ * (the NAT version bitmap and the NAT journal kept in the hot-data summary). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fs.h"
+#include "util/crc.h"
+
+/* One candidate pack: its first block plus the payload blocks, read contiguously because
+ * the version bitmaps may continue into the payload. */
+struct pack {
+    uint8_t *blocks;
+    uint64_t version;
+    uint32_t start;
+};
+
+/* Validates the checksum of a checkpoint block; returns its version through *ver. */
+static bool cp_block_valid(const uint8_t *blk, uint64_t *ver, char *why, size_t n)
+{
+    const struct f2fs_checkpoint *cp = (const void *)blk;
+    uint32_t crc_off = le32(cp->checksum_offset);
+    if (crc_off < CP_MIN_CHKSUM_OFFSET || crc_off > CP_CHKSUM_OFFSET) {
+        snprintf(why, n, "bad checksum offset %u", crc_off);
+        return false;
+    }
+    uint32_t stored;
+    memcpy(&stored, blk + crc_off, sizeof(stored));
+    uint32_t crc = f2fs_crc32(F2FS_SUPER_MAGIC, blk, crc_off);
+    if (crc != le32(stored)) {
+        snprintf(why, n, "checksum mismatch (stored 0x%08x, computed 0x%08x)", le32(stored), crc);
+        return false;
+    }
+    *ver = le64(cp->checkpoint_ver);
+    return true;
+}
+
+static int pack_load(struct f2fuse *fs, uint32_t start, struct pack *pk, char *why, size_t n)
+{
+    uint32_t payload = le32(fs->sb.cp_payload);
+    size_t bytes = (size_t)(1 + payload) * F2FS_BLKSIZE;
+    uint8_t *blocks = blk_alloc_buf(bytes);
+    uint8_t *last = blk_alloc_buf(F2FS_BLKSIZE);
+    int err = -ENOMEM;
+    if (!blocks || !last)
+        goto fail;
+    err = blk_read(fs->dev, (uint64_t)start * F2FS_BLKSIZE, blocks, bytes);
+    if (err) {
+        snprintf(why, n, "read error: %s", strerror(-err));
+        goto fail;
+    }
+    err = -EUCLEAN;
+    uint64_t ver_first, ver_last;
+    if (!cp_block_valid(blocks, &ver_first, why, n))
+        goto fail;
+    const struct f2fs_checkpoint *cp = (const void *)blocks;
+    uint32_t total = le32(cp->cp_pack_total_block_count);
+    if (total <= 2 || total > F2FS_BLOCKS_PER_SEG) {
+        snprintf(why, n, "bad pack size %u blocks", total);
+        goto fail;
+    }
+    err = blk_read(fs->dev, (uint64_t)(start + total - 1) * F2FS_BLKSIZE, last, F2FS_BLKSIZE);
+    if (err) {
+        snprintf(why, n, "read error: %s", strerror(-err));
+        goto fail;
+    }
+    err = -EUCLEAN;
+    char why_last[120];
+    if (!cp_block_valid(last, &ver_last, why_last, sizeof(why_last))) {
+        snprintf(why, n, "last block: %s", why_last);
+        goto fail;
+    }
+    if (ver_first != ver_last) {
+        snprintf(why, n, "torn pack (versions %llu and %llu)", (unsigned long long)ver_first,
+                 (unsigned long long)ver_last);
+        goto fail;
+    }
+    free(last);
+    pk->blocks = blocks;
+    pk->version = ver_first;
+    pk->start = start;
+    return 0;
+fail:
+    free(blocks);
+    free(last);
+    return err;
+}
+
+/* Cross-checks the chosen checkpoint against the geometry (f2fs_sanity_check_ckpt). */
+static int cp_sane(struct f2fuse *fs)
+{
+    const struct f2fs_checkpoint *cp = fs->cp;
+    const struct f2fs_super_block *sb = &fs->sb;
+    uint32_t main_segs = le32(sb->segment_count_main);
+    uint64_t main_blocks = (uint64_t)main_segs * F2FS_BLOCKS_PER_SEG;
+    uint32_t flags = le32(cp->ckpt_flags);
+    uint32_t total = le32(cp->cp_pack_total_block_count);
+    uint32_t payload = le32(sb->cp_payload);
+
+    if (le64(cp->user_block_count) == 0 || le64(cp->user_block_count) > main_blocks ||
+        le64(cp->valid_block_count) > le64(cp->user_block_count))
+        return fs_corrupt(fs, "checkpoint: bad block counts (user %llu, valid %llu, main %llu)",
+                          (unsigned long long)le64(cp->user_block_count),
+                          (unsigned long long)le64(cp->valid_block_count),
+                          (unsigned long long)main_blocks);
+    for (int i = 0; i < 3; i++) {
+        if (le32(cp->cur_node_segno[i]) >= main_segs || le32(cp->cur_data_segno[i]) >= main_segs ||
+            le16(cp->cur_node_blkoff[i]) > F2FS_BLOCKS_PER_SEG ||
+            le16(cp->cur_data_blkoff[i]) > F2FS_BLOCKS_PER_SEG)
+            return fs_corrupt(fs, "checkpoint: current segment %d out of range", i);
+    }
+    uint32_t sit_bytes = le32(sb->segment_count_sit) / 2 * F2FS_BLOCKS_PER_SEG / 8;
+    uint32_t nat_bytes = fs->nat_blocks / 8;
+    if (le32(cp->sit_ver_bitmap_bytesize) != sit_bytes ||
+        le32(cp->nat_ver_bitmap_bytesize) != nat_bytes)
+        return fs_corrupt(fs, "checkpoint: version bitmap sizes %u/%u, expected %u/%u",
+                          le32(cp->sit_ver_bitmap_bytesize), le32(cp->nat_ver_bitmap_bytesize),
+                          sit_bytes, nat_bytes);
+    uint32_t start_sum = le32(cp->cp_pack_start_sum);
+    if (start_sum < 1 + payload || start_sum >= total - 1)
+        return fs_corrupt(fs, "checkpoint: summary start %u outside the pack of %u blocks",
+                          start_sum, total);
+
+    /* Where the NAT version bitmap lives depends on the flags and the payload. */
+    size_t area = (size_t)(1 + payload) * F2FS_BLKSIZE;
+    size_t off = offsetof(struct f2fs_checkpoint, sit_nat_version_bitmap);
+    if (flags & CP_LARGE_NAT_BITMAP_FLAG)
+        off += sizeof(uint32_t);
+    else if (payload == 0)
+        off += sit_bytes;
+    /* Without the large-bitmap flag the bitmap must end before the checksum. */
+    size_t limit = (flags & CP_LARGE_NAT_BITMAP_FLAG) ? area : le32(cp->checksum_offset);
+    if (off + nat_bytes > limit)
+        return fs_corrupt(fs, "checkpoint: NAT bitmap of %u bytes does not fit", nat_bytes);
+    fs->nat_bitmap = (const uint8_t *)fs->cp_block + off;
+    fs->nat_bitmap_bytes = nat_bytes;
+    return 0;
+}
+
+/* The NAT journal sits in the HOT_DATA summary: at the start of the compact summary area,
+ * or in the journal of the first normal data summary block. */
+static int nat_journal_load(struct f2fuse *fs)
+{
+    const struct f2fs_checkpoint *cp = fs->cp;
+    uint32_t flags = le32(cp->ckpt_flags);
+    uint32_t total = le32(cp->cp_pack_total_block_count);
+    uint32_t blk;
+    size_t journal_off;
+    if (flags & CP_COMPACT_SUM_FLAG) {
+        blk = fs->cp_start + le32(cp->cp_pack_start_sum);
+        journal_off = 0;
+    } else {
+        uint32_t nr = (flags & (CP_UMOUNT_FLAG | CP_FASTBOOT_FLAG)) ? 6 : 3;
+        if (total < nr + 2)
+            return fs_corrupt(fs, "checkpoint: pack of %u blocks cannot hold %u summaries",
+                              total, nr);
+        blk = fs->cp_start + total - (nr + 1);
+        journal_off = offsetof(struct f2fs_summary_block, journal);
+    }
+    uint8_t *buf = blk_alloc_buf(F2FS_BLKSIZE);
+    if (!buf)
+        return -ENOMEM;
+    int err = blk_read(fs->dev, (uint64_t)blk * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
+    if (err) {
+        free(buf);
+        return err;
+    }
+    struct f2fs_journal journal;
+    memcpy(&journal, buf + journal_off, sizeof(journal));
+    free(buf);
+    unsigned n = le16(journal.n_entries);
+    if (n > NAT_JOURNAL_ENTRIES)
+        return fs_corrupt(fs, "checkpoint: NAT journal claims %u entries (max %d)", n,
+                          NAT_JOURNAL_ENTRIES);
+    for (unsigned i = 0; i < n; i++) {
+        if (le32(journal.nat.entries[i].nid) >= fs->max_nid)
+            return fs_corrupt(fs, "checkpoint: NAT journal entry %u names nid %u out of range",
+                              i, le32(journal.nat.entries[i].nid));
+        fs->nat_journal[i] = journal.nat.entries[i];
+    }
+    fs->nat_journal_count = n;
+    return 0;
+}
+
+int checkpoint_load(struct f2fuse *fs)
+{
+    uint32_t cp_blkaddr = le32(fs->sb.cp_blkaddr);
+    struct pack packs[2] = {{0}};
+    char why[2][200];
+    int errs[2];
+    for (int i = 0; i < 2; i++)
+        errs[i] = pack_load(fs, cp_blkaddr + i * F2FS_BLOCKS_PER_SEG, &packs[i], why[i],
+                            sizeof(why[i]));
+    int chosen;
+    if (!errs[0] && !errs[1])
+        chosen = (int64_t)(packs[1].version - packs[0].version) > 0 ? 1 : 0;
+    else if (!errs[0])
+        chosen = 0;
+    else if (!errs[1])
+        chosen = 1;
+    else {
+        log_err("no valid checkpoint: pack 1: %s; pack 2: %s", why[0], why[1]);
+        return errs[0] == -EUCLEAN || errs[1] == -EUCLEAN ? -EUCLEAN : errs[0];
+    }
+    free(packs[!chosen].blocks);
+    fs->cp_block = packs[chosen].blocks;
+    fs->cp = fs->cp_block;
+    fs->cp_ver = packs[chosen].version;
+    fs->cp_start = packs[chosen].start;
+
+    int err = cp_sane(fs);
+    if (!err)
+        err = nat_journal_load(fs);
+    if (err)
+        return err == -EIO ? -EUCLEAN : err;
+    return 0;
+}

@@ -1,0 +1,193 @@
+/* Inodes: read an inode block, verify it (checksum, extra attributes, inline rules, sizes)
+ * as the kernel's sanity_check_inode does, and decode it into struct inode_info. */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "core/fs.h"
+#include "util/crc.h"
+
+#define EXTRA_OFF(field) (offsetof(struct f2fs_inode, field) - offsetof(struct f2fs_inode, i_addr))
+#define MIN_INLINE_XATTR_ADDRS (sizeof(struct f2fs_xattr_header) / sizeof(uint32_t))
+
+/* The largest file block index + 1 the node tree can address, for A inode pointers. */
+static uint64_t max_file_blocks(uint32_t addrs_per_inode)
+{
+    uint64_t n = NIDS_PER_BLOCK, d = ADDRS_PER_BLOCK;
+    return addrs_per_inode + 2 * d + 2 * n * d + n * n * d;
+}
+
+uint32_t inline_data_offset(const struct inode_info *ii)
+{
+    return offsetof(struct f2fs_inode, i_addr) +
+           4 * (ii->extra_isize / 4 + DEF_INLINE_RESERVED_SIZE);
+}
+
+uint32_t inline_data_size(const struct inode_info *ii)
+{
+    return 4 * (DEF_ADDRS_PER_INODE - ii->extra_isize / 4 - ii->xattr_addrs -
+                DEF_INLINE_RESERVED_SIZE);
+}
+
+uint32_t inline_xattr_offset(const struct inode_info *ii)
+{
+    return offsetof(struct f2fs_inode, i_addr) + 4 * (DEF_ADDRS_PER_INODE - ii->xattr_addrs);
+}
+
+static bool checksum_ok(struct f2fuse *fs, const struct page *page)
+{
+    const uint8_t *blk = page->data;
+    const struct f2fs_node *node = page->data;
+    uint32_t ino = node->footer.ino, gen = node->i.i_generation; /* both little-endian */
+    size_t off = offsetof(struct f2fs_inode, i_inode_checksum);
+    const uint32_t zero = 0;
+    uint32_t crc = f2fs_crc32(fs->uuid_crc, &ino, sizeof(ino));
+    crc = f2fs_crc32(crc, &gen, sizeof(gen));
+    crc = f2fs_crc32(crc, blk, off);
+    crc = f2fs_crc32(crc, &zero, sizeof(zero));
+    crc = f2fs_crc32(crc, blk + off + 4, F2FS_BLKSIZE - off - 4);
+    return crc == le32(node->i.i_inode_checksum);
+}
+
+static int inode_check(struct f2fuse *fs, const struct page *page, struct inode_info *ii)
+{
+    const struct f2fs_node *node = page->data;
+    const struct f2fs_inode *ri = &node->i;
+    uint32_t ino = ii->ino;
+
+    if (le32(node->footer.flag) >> OFFSET_BIT_SHIFT)
+        return fs_corrupt(fs, "inode %u: node block is not an inode (offset %u)", ino,
+                          le32(node->footer.flag) >> OFFSET_BIT_SHIFT);
+    ii->mode = le16(ri->i_mode);
+    ii->inline_flags = ri->i_inline;
+    ii->advise = ri->i_advise;
+    ii->flags = le32(ri->i_flags);
+    ii->size = le64(ri->i_size);
+    ii->links = le32(ri->i_links);
+    ii->xattr_nid = le32(ri->i_xattr_nid);
+    ii->current_depth = le32(ri->i_current_depth);
+    ii->dir_level = ri->i_dir_level;
+    for (int i = 0; i < DEF_NIDS_PER_INODE; i++)
+        ii->nids[i] = le32(ri->i_nid[i]);
+
+    switch (ii->mode & S_IFMT) {
+    case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO:
+    case S_IFSOCK:
+        break;
+    default:
+        return fs_corrupt(fs, "inode %u: unknown file type in mode 0%o", ino, ii->mode);
+    }
+
+    ii->extra_isize = 0;
+    if (ii->inline_flags & F2FS_EXTRA_ATTR) {
+        if (!(fs->features & F2FS_FEATURE_EXTRA_ATTR))
+            return fs_corrupt(fs, "inode %u: extra attributes without the extra_attr feature",
+                              ino);
+        ii->extra_isize = le16(ri->i_extra_isize);
+        if (ii->extra_isize < 4 || ii->extra_isize > F2FS_EXTRA_ISIZE_MAX ||
+            ii->extra_isize % 4)
+            return fs_corrupt(fs, "inode %u: bad extra_isize %u", ino, ii->extra_isize);
+    }
+    if (fs->features & F2FS_FEATURE_FLEXIBLE_INLINE_XATTR) {
+        if (!(ii->inline_flags & F2FS_EXTRA_ATTR))
+            return fs_corrupt(fs, "inode %u: no extra attributes on a flexible_inline_xattr "
+                                  "image", ino);
+        ii->xattr_addrs = le16(ri->i_inline_xattr_size);
+        if ((ii->inline_flags & F2FS_INLINE_XATTR) &&
+            ii->xattr_addrs < MIN_INLINE_XATTR_ADDRS)
+            return fs_corrupt(fs, "inode %u: inline xattr size %u too small", ino,
+                              ii->xattr_addrs);
+    } else if (ii->inline_flags & (F2FS_INLINE_XATTR | F2FS_INLINE_DENTRY)) {
+        ii->xattr_addrs = DEF_INLINE_XATTR_ADDRS;
+    } else {
+        ii->xattr_addrs = 0;
+    }
+    /* At least one data pointer (the inline reserved slot) must remain. */
+    if (ii->extra_isize / 4 + ii->xattr_addrs + DEF_INLINE_RESERVED_SIZE + 1 > DEF_ADDRS_PER_INODE)
+        return fs_corrupt(fs, "inode %u: inline xattr size %u leaves no data pointers", ino,
+                          ii->xattr_addrs);
+    ii->addrs_per_inode = DEF_ADDRS_PER_INODE - ii->extra_isize / 4 - ii->xattr_addrs;
+
+    if ((fs->features & F2FS_FEATURE_INODE_CHKSUM) && (ii->inline_flags & F2FS_EXTRA_ATTR) &&
+        ii->extra_isize >= EXTRA_OFF(i_inode_checksum) + 4 && !checksum_ok(fs, page))
+        return fs_corrupt(fs, "inode %u: checksum mismatch", ino);
+
+    bool is_dir = S_ISDIR(ii->mode);
+    if ((ii->inline_flags & F2FS_INLINE_DATA) && !S_ISREG(ii->mode) && !S_ISLNK(ii->mode))
+        return fs_corrupt(fs, "inode %u: inline data on a file of mode 0%o", ino, ii->mode);
+    if ((ii->inline_flags & F2FS_INLINE_DENTRY) && !is_dir)
+        return fs_corrupt(fs, "inode %u: inline dentries on a non-directory", ino);
+    if ((ii->inline_flags & F2FS_INLINE_DATA) && ii->size > inline_data_size(ii))
+        return fs_corrupt(fs, "inode %u: inline file of %llu bytes, the inline area holds %u",
+                          ino, (unsigned long long)ii->size, inline_data_size(ii));
+    if (ii->size > max_file_blocks(ii->addrs_per_inode) * F2FS_BLKSIZE)
+        return fs_corrupt(fs, "inode %u: size %llu is beyond the largest possible file", ino,
+                          (unsigned long long)ii->size);
+    if (S_ISLNK(ii->mode) && ii->size > F2FS_MAX_SYMLINK)
+        return fs_corrupt(fs, "inode %u: symlink target of %llu bytes", ino,
+                          (unsigned long long)ii->size);
+    if (is_dir && (ii->current_depth > MAX_DIR_HASH_DEPTH || ii->dir_level > MAX_DIR_HASH_DEPTH))
+        return fs_corrupt(fs, "inode %u: directory depth %u / level %u out of range", ino,
+                          ii->current_depth, ii->dir_level);
+    if (ii->xattr_nid && !nid_valid(fs, ii->xattr_nid))
+        return fs_corrupt(fs, "inode %u: xattr nid %u out of range", ino, ii->xattr_nid);
+    return 0;
+}
+
+int inode_get(struct f2fuse *fs, uint32_t ino, struct page **pagep, struct inode_info *ii)
+{
+    struct page *page;
+    int err = node_get(fs, ino, ino, &page);
+    if (err)
+        return err;
+    atomic_fetch_add(&fs->inode_reads, 1);
+    memset(ii, 0, sizeof(*ii));
+    ii->ino = ino;
+    err = inode_check(fs, page, ii);
+    if (err) {
+        pcache_put(fs->cache, page);
+        return err;
+    }
+    *pagep = page;
+    return 0;
+}
+
+static struct timespec ts(uint64_t sec, uint32_t nsec)
+{
+    struct timespec t = {.tv_sec = (time_t)sec, .tv_nsec = nsec < 1000000000u ? nsec : 0};
+    return t;
+}
+
+int inode_fill_attr(struct f2fuse *fs, const struct f2fs_inode *ri, const struct inode_info *ii,
+                    struct f2fuse_attr *attr)
+{
+    memset(attr, 0, sizeof(*attr));
+    attr->ino = ii->ino;
+    attr->mode = ii->mode;
+    attr->nlink = ii->links;
+    attr->uid = le32(ri->i_uid);
+    attr->gid = le32(ri->i_gid);
+    attr->size = ii->size;
+    /* On disk i_blocks counts 4 KiB blocks including the inode itself; st_blocks doesn't. */
+    uint64_t blocks = le64(ri->i_blocks);
+    attr->blocks = blocks ? (blocks - 1) * (F2FS_BLKSIZE / 512) : 0;
+    attr->generation = le32(ri->i_generation);
+    attr->flags = ii->flags;
+    attr->atime = ts(le64(ri->i_atime), le32(ri->i_atime_nsec));
+    attr->mtime = ts(le64(ri->i_mtime), le32(ri->i_mtime_nsec));
+    attr->ctime = ts(le64(ri->i_ctime), le32(ri->i_ctime_nsec));
+    if ((fs->features & F2FS_FEATURE_INODE_CRTIME) &&
+        ii->extra_isize >= EXTRA_OFF(i_crtime_nsec) + 4)
+        attr->crtime = ts(le64(ri->i_crtime), le32(ri->i_crtime_nsec));
+    if (S_ISCHR(ii->mode) || S_ISBLK(ii->mode)) {
+        /* Old 16-bit encoding in the first pointer, else the new one in the second. */
+        uint32_t old = le32(ri->i_addr[ii->extra_isize / 4]);
+        uint32_t new = le32(ri->i_addr[ii->extra_isize / 4 + 1]);
+        if (old)
+            attr->rdev = makedev((old >> 8) & 0xff, old & 0xff);
+        else
+            attr->rdev = makedev((new & 0xfff00) >> 8, (new & 0xff) | ((new >> 12) & 0xfff00));
+    }
+    return 0;
+}

@@ -1,0 +1,253 @@
+/* Extended attributes: one list that starts in the inode's inline xattr area and continues
+ * in the xattr node block.  POSIX ACLs are stored in f2fs's compact form and converted to
+ * the kernel's xattr form on the way out. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fs.h"
+
+#define XATTR_ALIGN(n) (((n) + 3u) & ~3u)
+#define ACL_XATTR_VERSION 2u
+#define ACL_UNDEFINED_ID 0xFFFFFFFFu
+enum { ACL_USER_OBJ = 0x01, ACL_USER = 0x02, ACL_GROUP_OBJ = 0x04, ACL_GROUP = 0x08,
+       ACL_MASK = 0x10, ACL_OTHER = 0x20 };
+
+struct xattr_prefix {
+    uint8_t index;
+    const char *prefix;
+    bool whole_name; /* the ACL names carry no suffix on disk */
+};
+
+static const struct xattr_prefix prefixes[] = {
+    {F2FS_XATTR_INDEX_USER, "user.", false},
+    {F2FS_XATTR_INDEX_POSIX_ACL_ACCESS, "system.posix_acl_access", true},
+    {F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT, "system.posix_acl_default", true},
+    {F2FS_XATTR_INDEX_TRUSTED, "trusted.", false},
+    {F2FS_XATTR_INDEX_SECURITY, "security.", false},
+};
+
+static const struct xattr_prefix *prefix_of_index(uint8_t index)
+{
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (prefixes[i].index == index)
+            return &prefixes[i];
+    return NULL;
+}
+
+/* The whole xattr list of an inode in one buffer; *len is its usable length. */
+static int xattr_load(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                      uint8_t **out, size_t *len)
+{
+    size_t inline_bytes = (ii->inline_flags & F2FS_INLINE_XATTR) ? ii->xattr_addrs * 4u : 0;
+    size_t total = inline_bytes + (ii->xattr_nid ? XATTR_BLOCK_BODY : 0);
+    *out = NULL;
+    *len = 0;
+    if (total < sizeof(struct f2fs_xattr_header))
+        return 0;
+    uint8_t *buf = calloc(1, total + sizeof(uint32_t)); /* a zero word ends a full list */
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, (const uint8_t *)ipage->data + inline_xattr_offset(ii), inline_bytes);
+    if (ii->xattr_nid) {
+        struct page *xpage;
+        int err = node_get(fs, ii->xattr_nid, ii->ino, &xpage);
+        if (!err && le32(page_node(xpage)->footer.flag) >> OFFSET_BIT_SHIFT != XATTR_NODE_OFFSET) {
+            pcache_put(fs->cache, xpage);
+            err = fs_corrupt(fs, "inode %u: xattr node %u has the wrong node offset", ii->ino,
+                             ii->xattr_nid);
+        }
+        if (err) {
+            free(buf);
+            return err;
+        }
+        memcpy(buf + inline_bytes, xpage->data, XATTR_BLOCK_BODY);
+        pcache_put(fs->cache, xpage);
+    }
+    *out = buf;
+    *len = total;
+    return 0;
+}
+
+typedef int (*xattr_visit_fn)(void *arg, const struct f2fs_xattr_entry *e);
+
+/* Calls visit for each entry; stops at the end marker, a non-zero return, or damage. */
+static int xattr_walk(struct f2fuse *fs, uint32_t ino, const uint8_t *buf, size_t len,
+                      xattr_visit_fn visit, void *arg)
+{
+    size_t pos = sizeof(struct f2fs_xattr_header);
+    while (pos + sizeof(uint32_t) <= len) {
+        uint32_t word;
+        memcpy(&word, buf + pos, sizeof(word));
+        if (word == 0)
+            return 0;
+        const struct f2fs_xattr_entry *e = (const void *)(buf + pos);
+        size_t size = XATTR_ALIGN(sizeof(*e) + e->e_name_len + le16(e->e_value_size));
+        if (pos + size > len)
+            return fs_corrupt(fs, "inode %u: xattr entry at byte %zu runs past the list", ino,
+                              pos);
+        int r = visit(arg, e);
+        if (r)
+            return r;
+        pos += size;
+    }
+    return 0;
+}
+
+struct list_ctx {
+    char *list;
+    size_t size, used;
+};
+
+static int list_visit(void *arg, const struct f2fs_xattr_entry *e)
+{
+    struct list_ctx *c = arg;
+    const struct xattr_prefix *p = prefix_of_index(e->e_name_index);
+    if (!p)
+        return 0; /* internal attributes (encryption, verity, ...) stay hidden */
+    size_t plen = strlen(p->prefix), nlen = p->whole_name ? 0 : e->e_name_len;
+    if (c->list && c->used + plen + nlen + 1 <= c->size) {
+        memcpy(c->list + c->used, p->prefix, plen);
+        memcpy(c->list + c->used + plen, e->e_name, nlen);
+        c->list[c->used + plen + nlen] = '\0';
+    }
+    c->used += plen + nlen + 1;
+    return 0;
+}
+
+ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                   char *list, size_t size)
+{
+    uint8_t *buf;
+    size_t len;
+    int err = xattr_load(fs, ii, ipage, &buf, &len);
+    if (err)
+        return err;
+    struct list_ctx c = {size ? list : NULL, size, 0};
+    err = buf ? xattr_walk(fs, ii->ino, buf, len, list_visit, &c) : 0;
+    free(buf);
+    if (err)
+        return err;
+    if (size && c.used > size)
+        return -ERANGE;
+    return (ssize_t)c.used;
+}
+
+struct get_ctx {
+    uint8_t index;
+    const char *name;
+    size_t name_len;
+    const struct f2fs_xattr_entry *found;
+};
+
+static int get_visit(void *arg, const struct f2fs_xattr_entry *e)
+{
+    struct get_ctx *c = arg;
+    if (e->e_name_index == c->index && e->e_name_len == c->name_len &&
+        memcmp(e->e_name, c->name, c->name_len) == 0) {
+        c->found = e;
+        return 1;
+    }
+    return 0;
+}
+
+/* Converts f2fs's ACL encoding to the posix_acl_xattr one; returns its size or -errno.
+ * With out == NULL only the size is computed. */
+static ssize_t acl_to_xattr(const uint8_t *v, size_t len, uint8_t *out, size_t size)
+{
+    if (len < sizeof(uint32_t))
+        return -EIO;
+    uint32_t version;
+    memcpy(&version, v, sizeof(version));
+    if (le32(version) != F2FS_ACL_VERSION)
+        return -EIO;
+    size_t need = sizeof(uint32_t), pos = sizeof(uint32_t);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t wpos = sizeof(uint32_t);
+        pos = sizeof(uint32_t);
+        while (pos < len) {
+            struct f2fs_acl_entry ent = {0};
+            if (pos + sizeof(struct f2fs_acl_entry_short) > len)
+                return -EIO;
+            memcpy(&ent, v + pos, sizeof(struct f2fs_acl_entry_short));
+            uint16_t tag = le16(ent.e_tag);
+            uint32_t id = ACL_UNDEFINED_ID;
+            if (tag == ACL_USER || tag == ACL_GROUP) {
+                if (pos + sizeof(ent) > len)
+                    return -EIO;
+                memcpy(&ent, v + pos, sizeof(ent));
+                id = le32(ent.e_id);
+                pos += sizeof(ent);
+            } else if (tag == ACL_USER_OBJ || tag == ACL_GROUP_OBJ || tag == ACL_MASK ||
+                       tag == ACL_OTHER) {
+                pos += sizeof(struct f2fs_acl_entry_short);
+            } else {
+                return -EIO;
+            }
+            if (pass == 0) {
+                need += sizeof(struct f2fs_acl_entry);
+            } else {
+                struct f2fs_acl_entry x = {htole16(tag), ent.e_perm, htole32(id)};
+                memcpy(out + wpos, &x, sizeof(x));
+                wpos += sizeof(x);
+            }
+        }
+        if (pass == 0) {
+            if (!out)
+                return (ssize_t)need;
+            if (need > size)
+                return -ERANGE;
+            uint32_t hdr = htole32(ACL_XATTR_VERSION);
+            memcpy(out, &hdr, sizeof(hdr));
+        }
+    }
+    return (ssize_t)need;
+}
+
+ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                  const char *name, void *value, size_t size)
+{
+    struct get_ctx c = {0};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && !c.name; i++) {
+        size_t plen = strlen(prefixes[i].prefix);
+        if (prefixes[i].whole_name ? strcmp(name, prefixes[i].prefix) == 0
+                                   : strncmp(name, prefixes[i].prefix, plen) == 0) {
+            c.index = prefixes[i].index;
+            c.name = prefixes[i].whole_name ? "" : name + plen;
+        }
+    }
+    if (!c.name)
+        return -ENODATA;
+    c.name_len = strlen(c.name);
+    if (c.name_len > F2FS_NAME_LEN)
+        return -ERANGE;
+
+    uint8_t *buf;
+    size_t len;
+    int err = xattr_load(fs, ii, ipage, &buf, &len);
+    if (err)
+        return err;
+    if (!buf)
+        return -ENODATA;
+    ssize_t ret = xattr_walk(fs, ii->ino, buf, len, get_visit, &c);
+    if (ret >= 0 && !c.found)
+        ret = -ENODATA;
+    if (ret >= 0) {
+        const uint8_t *v = (const uint8_t *)c.found->e_name + c.found->e_name_len;
+        size_t vlen = le16(c.found->e_value_size);
+        if (c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS ||
+            c.index == F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT) {
+            ret = acl_to_xattr(v, vlen, size ? value : NULL, size);
+            if (ret == -EIO)
+                ret = fs_corrupt(fs, "inode %u: damaged ACL", ii->ino);
+        } else if (size && vlen > size) {
+            ret = -ERANGE;
+        } else {
+            if (size)
+                memcpy(value, v, vlen);
+            ret = (ssize_t)vlen;
+        }
+    }
+    free(buf);
+    return ret;
+}

@@ -1,0 +1,545 @@
+/* The FUSE front end: libfuse3's low-level API, multi-threaded, over libf2fuse.
+ *
+ * FUSE's root node id is 1; f2fs's root inode is 3 and nid 1 is never a file, so the
+ * root is the only inode number that is translated. */
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "blk/blk.h"
+#include "f2fuse.h"
+#include "fuse/ctl.h"
+#include "fuse/mount.h"
+#include "util/log.h"
+
+/* Attributes and entries may be cached by the kernel for long: every change to the image
+ * passes through this daemon. */
+#define CACHE_TIMEOUT 60.0
+#define MAX_IO (1u << 20)
+
+enum fuse_op { OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_READDIR,
+               OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {
+    "lookup", "getattr", "readlink", "open", "read", "readdir", "readdirplus", "statfs",
+    "getxattr", "listxattr"};
+
+/* The daemon's context: everything a request handler needs. */
+struct daemon {
+    struct f2fuse *fs;
+    uint32_t root_ino;
+    bool read_only;
+    atomic_uint_fast64_t requests[OP_COUNT];
+    atomic_uint_fast64_t errors[OP_COUNT];
+};
+
+static struct daemon *daemon_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static uint32_t to_f2fs(const struct daemon *d, fuse_ino_t ino)
+{
+    return ino == FUSE_ROOT_ID ? d->root_ino : (uint32_t)ino;
+}
+
+static fuse_ino_t to_fuse(const struct daemon *d, uint32_t ino)
+{
+    return ino == d->root_ino ? FUSE_ROOT_ID : ino;
+}
+
+static void count(struct daemon *d, enum fuse_op op, int err)
+{
+    atomic_fetch_add(&d->requests[op], 1);
+    if (err)
+        atomic_fetch_add(&d->errors[op], 1);
+}
+
+static void attr_to_stat(const struct daemon *d, const struct f2fuse_attr *a, struct stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->st_ino = to_fuse(d, a->ino);
+    st->st_mode = a->mode;
+    st->st_nlink = a->nlink;
+    st->st_uid = a->uid;
+    st->st_gid = a->gid;
+    st->st_size = (off_t)a->size;
+    st->st_blocks = (blkcnt_t)a->blocks;
+    st->st_blksize = 4096;
+    st->st_rdev = a->rdev;
+    st->st_atim = a->atime;
+    st->st_mtim = a->mtime;
+    st->st_ctim = a->ctime;
+}
+
+static void reply_err(fuse_req_t req, int err)
+{
+    fuse_reply_err(req, err < 0 ? -err : err);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    conn->max_write = MAX_IO; /* fuse-notes: above 1 MiB kills the session */
+    conn->max_readahead = MAX_IO;
+    if (conn->capable & FUSE_CAP_ASYNC_READ)
+        conn->want |= FUSE_CAP_ASYNC_READ;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct daemon *d = daemon_of(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_lookup(d->fs, to_f2fs(d, parent), name, strlen(name), &a);
+    count(d, OP_LOOKUP, err && err != -ENOENT);
+    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
+    if (err == -ENOENT) {
+        fuse_reply_entry(req, &e); /* ino 0: a negative entry the kernel may cache */
+        return;
+    }
+    if (err) {
+        reply_err(req, err);
+        return;
+    }
+    e.ino = to_fuse(d, a.ino);
+    e.generation = a.generation;
+    attr_to_stat(d, &a, &e.attr);
+    fuse_reply_entry(req, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    fuse_reply_none(req); /* no per-inode state is kept for the kernel's references */
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_data *forgets)
+{
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_getattr(d->fs, to_f2fs(d, ino), &a);
+    count(d, OP_GETATTR, err);
+    if (err) {
+        reply_err(req, err);
+        return;
+    }
+    struct stat st;
+    attr_to_stat(d, &a, &st);
+    fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    struct daemon *d = daemon_of(req);
+    char buf[PATH_MAX + 1];
+    ssize_t n = f2fuse_readlink(d->fs, to_f2fs(d, ino), buf, PATH_MAX);
+    count(d, OP_READLINK, n < 0);
+    if (n < 0) {
+        reply_err(req, (int)n);
+        return;
+    }
+    buf[n] = '\0';
+    fuse_reply_readlink(req, buf);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    int err = 0;
+    if (d->read_only && (fi->flags & O_ACCMODE) != O_RDONLY)
+        err = -EROFS;
+    count(d, OP_OPEN, err);
+    if (err) {
+        reply_err(req, err);
+        return;
+    }
+    /* Nothing changes the image behind the kernel's back, so its page cache stays valid
+     * across opens. */
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    if (size > MAX_IO)
+        size = MAX_IO;
+    void *buf = blk_alloc_buf(size ? size : 1);
+    if (!buf) {
+        count(d, OP_READ, -ENOMEM);
+        reply_err(req, -ENOMEM);
+        return;
+    }
+    ssize_t n = f2fuse_read(d->fs, to_f2fs(d, ino), buf, size, (uint64_t)off);
+    count(d, OP_READ, n < 0);
+    if (n < 0)
+        reply_err(req, (int)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+struct dir_fill {
+    struct daemon *d;
+    fuse_req_t req;
+    char *buf;
+    size_t size, used;
+    bool plus;
+    int err;
+};
+
+static int fill_entry(void *arg, const char *name, size_t len, uint32_t ino, unsigned type,
+                      uint64_t next)
+{
+    struct dir_fill *f = arg;
+    char cname[256];
+    memcpy(cname, name, len);
+    cname[len] = '\0';
+    size_t need;
+    if (f->plus) {
+        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+                                     .entry_timeout = CACHE_TIMEOUT};
+        bool dots = strcmp(cname, ".") == 0 || strcmp(cname, "..") == 0;
+        if (!dots) {
+            struct f2fuse_attr a;
+            int err = f2fuse_getattr(f->d->fs, ino, &a);
+            if (err) {
+                f->err = err;
+                return 1;
+            }
+            e.ino = to_fuse(f->d, ino);
+            e.generation = a.generation;
+            attr_to_stat(f->d, &a, &e.attr);
+        } else {
+            e.attr.st_ino = to_fuse(f->d, ino);
+            e.attr.st_mode = type << 12;
+        }
+        need = fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, cname, &e,
+                                      (off_t)next);
+    } else {
+        struct stat st = {.st_ino = to_fuse(f->d, ino), .st_mode = type << 12};
+        need = fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, cname, &st,
+                                 (off_t)next);
+    }
+    if (need > f->size - f->used)
+        return 1; /* full: the kernel asks again from this entry */
+    f->used += need;
+    return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+    struct daemon *d = daemon_of(req);
+    struct dir_fill f = {.d = d, .req = req, .size = size, .plus = plus};
+    f.buf = malloc(size ? size : 1);
+    if (!f.buf) {
+        reply_err(req, -ENOMEM);
+        return;
+    }
+    int err = f2fuse_readdir(d->fs, to_f2fs(d, ino), (uint64_t)off, fill_entry, &f);
+    if (!err && f.err && f.used == 0)
+        err = f.err;
+    count(d, plus ? OP_READDIRPLUS : OP_READDIR, err);
+    if (err && f.used == 0)
+        reply_err(req, err);
+    else
+        fuse_reply_buf(req, f.buf, f.used);
+    free(f.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, true);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    struct daemon *d = daemon_of(req);
+    struct statvfs st;
+    int err = f2fuse_statfs(d->fs, &st);
+    count(d, OP_STATFS, err);
+    if (err)
+        reply_err(req, err);
+    else
+        fuse_reply_statfs(req, &st);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    struct daemon *d = daemon_of(req);
+    char *buf = size ? malloc(size) : NULL;
+    if (size && !buf) {
+        reply_err(req, -ENOMEM);
+        return;
+    }
+    ssize_t n = f2fuse_getxattr(d->fs, to_f2fs(d, ino), name, buf, size);
+    count(d, OP_GETXATTR, n < 0 && n != -ENODATA);
+    if (n < 0)
+        reply_err(req, (int)n);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    struct daemon *d = daemon_of(req);
+    char *buf = size ? malloc(size) : NULL;
+    if (size && !buf) {
+        reply_err(req, -ENOMEM);
+        return;
+    }
+    ssize_t n = f2fuse_listxattr(d->fs, to_f2fs(d, ino), buf, size);
+    count(d, OP_LISTXATTR, n < 0);
+    if (n < 0)
+        reply_err(req, (int)n);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+static const struct fuse_lowlevel_ops f2fuse_ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .readlink = op_readlink,
+    .open = op_open,
+    .read = op_read,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .statfs = op_statfs,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+};
+
+/* Counters of a running mount, for `f2fuse stat`. */
+static void print_stat(void *arg, const char *name, uint64_t value)
+{
+    fprintf(arg, "%s %llu\n", name, (unsigned long long)value);
+}
+
+static int ctl_handle(void *arg, const char *command, FILE *out)
+{
+    struct daemon *d = arg;
+    if (strcmp(command, "stat") != 0)
+        return -EINVAL;
+    f2fuse_stats(d->fs, print_stat, out);
+    for (int i = 0; i < OP_COUNT; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "fuse.%s.requests", op_names[i]);
+        print_stat(out, name, atomic_load(&d->requests[i]));
+        snprintf(name, sizeof(name), "fuse.%s.errors", op_names[i]);
+        print_stat(out, name, atomic_load(&d->errors[i]));
+    }
+    return 0;
+}
+
+/* Command line: IMAGE MOUNTPOINT plus options; f2fuse's own -o options are taken out,
+ * everything else goes to libfuse. */
+struct cmdline {
+    const char *image;
+    struct f2fuse_options opts;
+    bool bad;
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    struct cmdline *c = data;
+    if (key == FUSE_OPT_KEY_NONOPT) {
+        if (!c->image) {
+            c->image = arg;
+            return 0;
+        }
+        return 1; /* the mount point, for fuse_parse_cmdline */
+    }
+    if (key != FUSE_OPT_KEY_OPT)
+        return 1;
+    char name[64];
+    const char *eq = strchr(arg, '=');
+    size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (nlen >= sizeof(name))
+        return 1;
+    memcpy(name, arg, nlen);
+    name[nlen] = '\0';
+    int err = f2fuse_option_set(&c->opts, name, eq ? eq + 1 : NULL);
+    if (err == -EINVAL) {
+        log_err("bad value in option '%s' (f2fuse options: %s)", arg, f2fuse_option_names());
+        c->bad = true;
+        return -1;
+    }
+    if (err == 0 && strcmp(name, "ro") != 0 && strcmp(name, "rw") != 0)
+        return 0; /* ours alone; ro/rw also go to the kernel mount */
+    return 1;
+}
+
+void mount_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: f2fuse [-f] [-d] [-s] [-o OPTIONS] IMAGE MOUNTPOINT\n"
+            "  -f            stay in the foreground\n"
+            "  -d            debug output (implies -f)\n"
+            "  -s            single-threaded\n"
+            "  -o OPTIONS    comma-separated; f2fuse's own: %s;\n"
+            "                the rest are FUSE mount options (allow_other, ...)\n",
+            f2fuse_option_names());
+}
+
+/* Going to the background: fork first, so that the image is opened, checked and mounted
+ * (and every thread started) in the process that serves it, while the parent waits for
+ * that outcome and exits with it; a refused image still gives a non-zero exit. */
+static int background_start(int *ready_fd)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0) {
+        close(p[1]);
+        unsigned char status = 1;
+        if (read(p[0], &status, 1) != 1)
+            status = 1; /* the child died before it could tell */
+        _exit(status);
+    }
+    close(p[0]);
+    setsid();
+    *ready_fd = p[1];
+    return 0;
+}
+
+static void background_ready(int ready_fd, unsigned char status)
+{
+    if (ready_fd < 0)
+        return;
+    if (status == 0) {
+        /* Detach from the terminal like any daemon. */
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+            if (null > 2)
+                close(null);
+        }
+        if (chdir("/") != 0) {
+            /* nothing depends on the working directory */
+        }
+    }
+    if (write(ready_fd, &status, 1) != 1) {
+        /* the parent is gone; nothing to tell */
+    }
+    close(ready_fd);
+}
+
+int mount_main(int argc, char **argv)
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct cmdline c = {0};
+    f2fuse_options_init(&c.opts);
+    if (fuse_opt_parse(&args, &c, NULL, opt_proc) != 0 || c.bad) {
+        fuse_opt_free_args(&args);
+        return 2;
+    }
+    struct fuse_cmdline_opts fo;
+    if (fuse_parse_cmdline(&args, &fo) != 0) {
+        fuse_opt_free_args(&args);
+        return 2;
+    }
+    if (fo.show_help || !c.image || !fo.mountpoint) {
+        mount_usage(fo.show_help ? stdout : stderr);
+        free(fo.mountpoint);
+        fuse_opt_free_args(&args);
+        return fo.show_help ? 0 : 2;
+    }
+
+    int ret = 1, ready_fd = -1;
+    struct daemon d = {.read_only = c.opts.read_only};
+    struct fuse_session *se = NULL;
+    struct ctl_server *ctl = NULL;
+    bool mounted = false;
+    char real_mnt[PATH_MAX];
+    if (!realpath(fo.mountpoint, real_mnt)) {
+        log_err("mount point %s: %s", fo.mountpoint, strerror(errno));
+        goto out;
+    }
+    if (!fo.foreground && background_start(&ready_fd) != 0) {
+        log_err("cannot go to the background: %s", strerror(errno));
+        goto out;
+    }
+    int err = f2fuse_open(c.image, &c.opts, &d.fs);
+    if (err) {
+        log_err("cannot mount %s: %s", c.image, strerror(-err));
+        goto out;
+    }
+    d.root_ino = f2fuse_root_ino(d.fs);
+
+    /* The kernel checks permissions against the modes we report, and names the mount. */
+    char extra[PATH_MAX + 64];
+    bool plain_name = !strchr(c.image, ','); /* a comma would split the option list */
+    snprintf(extra, sizeof(extra), "-odefault_permissions,subtype=f2fuse%s%s%s",
+             plain_name ? ",fsname=" : "", plain_name ? c.image : "",
+             c.opts.read_only ? ",ro" : "");
+    fuse_opt_add_arg(&args, extra);
+
+    se = fuse_session_new(&args, &f2fuse_ops, sizeof(f2fuse_ops), &d);
+    if (!se)
+        goto out;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out;
+    if (fuse_session_mount(se, real_mnt) != 0)
+        goto out;
+    mounted = true;
+    err = ctl_start(real_mnt, ctl_handle, &d, &ctl);
+    if (err)
+        log_warn("no control socket (f2fuse stat will not work): %s", strerror(-err));
+    background_ready(ready_fd, 0);
+    ready_fd = -1;
+    if (fo.singlethread) {
+        ret = fuse_session_loop(se) != 0;
+    } else {
+        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+        fuse_loop_cfg_set_clone_fd(cfg, fo.clone_fd);
+        fuse_loop_cfg_set_idle_threads(cfg, fo.max_idle_threads);
+        ret = fuse_session_loop_mt(se, cfg) != 0;
+        fuse_loop_cfg_destroy(cfg);
+    }
+out:
+    background_ready(ready_fd, 1);
+    ctl_stop(ctl);
+    if (se) {
+        if (mounted)
+            fuse_session_unmount(se);
+        fuse_remove_signal_handlers(se);
+        fuse_session_destroy(se);
+    }
+    f2fuse_close(d.fs);
+    free(fo.mountpoint);
+    fuse_opt_free_args(&args);
+    return ret;
+}
