@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define PAGE_BYTES 4096u
 #define MIN_PAGES 64u
@@ -15,18 +16,26 @@ struct pcache {
     struct page **buckets;
     size_t nbuckets;       /* power of two */
     struct page lru;       /* sentinel: lru.lru_next is the least recently used */
+    struct page dirty[PAGE_SPACES]; /* sentinels of the dirty lists, oldest first */
+    size_t ndirty[PAGE_SPACES];
     uint64_t max_pages;
     uint64_t pages;
     atomic_uint_fast64_t hits, misses, evictions, load_errors;
 };
 
-static size_t bucket_of(const struct pcache *c, uint64_t blkaddr)
+static size_t bucket_of(const struct pcache *c, enum page_space space, uint64_t key)
 {
-    /* Fibonacci hashing spreads consecutive block addresses over the table. */
-    return (size_t)((blkaddr * 0x9E3779B97F4A7C15ull) >> 20) & (c->nbuckets - 1);
+    /* Fibonacci hashing spreads consecutive keys over the table. */
+    uint64_t h = (key ^ ((uint64_t)space << 62)) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & (c->nbuckets - 1);
 }
 
-static void lru_unlink(struct page *p)
+static void list_init(struct page *head)
+{
+    head->lru_next = head->lru_prev = head;
+}
+
+static void list_unlink(struct page *p)
 {
     if (p->lru_next) {
         p->lru_prev->lru_next = p->lru_next;
@@ -35,20 +44,31 @@ static void lru_unlink(struct page *p)
     }
 }
 
-static void lru_add_tail(struct pcache *c, struct page *p)
+static void list_add_tail(struct page *head, struct page *p)
 {
-    p->lru_prev = c->lru.lru_prev;
-    p->lru_next = &c->lru;
-    c->lru.lru_prev->lru_next = p;
-    c->lru.lru_prev = p;
+    p->lru_prev = head->lru_prev;
+    p->lru_next = head;
+    head->lru_prev->lru_next = p;
+    head->lru_prev = p;
+}
+
+static struct page *hash_find(struct pcache *c, enum page_space space, uint64_t key)
+{
+    struct page *p = c->buckets[bucket_of(c, space, key)];
+    while (p && (p->key != key || p->space != space))
+        p = p->hash_next;
+    return p;
 }
 
 static void hash_remove(struct pcache *c, struct page *p)
 {
-    struct page **pp = &c->buckets[bucket_of(c, p->blkaddr)];
-    while (*pp != p)
+    struct page **pp = &c->buckets[bucket_of(c, p->space, p->key)];
+    while (*pp && *pp != p)
         pp = &(*pp)->hash_next;
-    *pp = p->hash_next;
+    if (*pp)
+        *pp = p->hash_next;
+    p->hash_next = NULL;
+    p->in_table = false;
 }
 
 static void page_free(struct page *p)
@@ -57,20 +77,18 @@ static void page_free(struct page *p)
     free(p);
 }
 
-/* Frees least recently used unreferenced pages until the budget has room for one more.
+/* Frees least recently used clean unreferenced pages until at most target_pages remain.
  * Called with the lock held. */
 static void reclaim(struct pcache *c, uint64_t target_pages)
 {
     struct page *p = c->lru.lru_next;
     while (c->pages > target_pages && p != &c->lru) {
         struct page *next = p->lru_next;
-        if (p->refs == 0) {
-            lru_unlink(p);
-            hash_remove(c, p);
-            page_free(p);
-            c->pages--;
-            atomic_fetch_add(&c->evictions, 1);
-        }
+        list_unlink(p);
+        hash_remove(c, p);
+        page_free(p);
+        c->pages--;
+        atomic_fetch_add(&c->evictions, 1);
         p = next;
     }
 }
@@ -92,7 +110,9 @@ int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **ou
         free(c);
         return -ENOMEM;
     }
-    c->lru.lru_next = c->lru.lru_prev = &c->lru;
+    list_init(&c->lru);
+    for (int s = 0; s < PAGE_SPACES; s++)
+        list_init(&c->dirty[s]);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->loaded, NULL);
     *out = c;
@@ -117,31 +137,38 @@ void pcache_destroy(struct pcache *c)
     free(c);
 }
 
-int pcache_get(struct pcache *c, uint64_t blkaddr, struct page **out)
+/* Takes a reference on a page found in the table, waiting for its load. */
+static int grab_existing(struct pcache *c, struct page *p)
+{
+    p->refs++;
+    if (!p->dirty)
+        list_unlink(p); /* referenced pages are on no LRU */
+    while (!p->uptodate && !p->load_error)
+        pthread_cond_wait(&c->loaded, &c->lock);
+    if (p->load_error) {
+        /* The failed page is already out of the table; the last holder frees it. */
+        int err = p->load_error;
+        bool last = --p->refs == 0;
+        pthread_mutex_unlock(&c->lock);
+        if (last)
+            page_free(p);
+        return err;
+    }
+    pthread_mutex_unlock(&c->lock);
+    atomic_fetch_add(&c->hits, 1);
+    return 0;
+}
+
+int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t blkaddr,
+               struct page **out)
 {
     pthread_mutex_lock(&c->lock);
-    struct page *p = c->buckets[bucket_of(c, blkaddr)];
-    while (p && p->blkaddr != blkaddr)
-        p = p->hash_next;
+    struct page *p = hash_find(c, space, key);
     if (p) {
-        p->refs++;
-        lru_unlink(p);
-        /* Another thread is reading it: wait instead of reading it twice. */
-        while (!p->uptodate && !p->load_error)
-            pthread_cond_wait(&c->loaded, &c->lock);
-        int err = p->load_error;
-        if (err) {
-            /* The failed page is already out of the table; the last holder frees it. */
-            bool last = --p->refs == 0;
-            pthread_mutex_unlock(&c->lock);
-            if (last)
-                page_free(p);
-            return err;
-        }
-        pthread_mutex_unlock(&c->lock);
-        atomic_fetch_add(&c->hits, 1);
-        *out = p;
-        return 0;
+        int err = grab_existing(c, p);
+        if (!err)
+            *out = p;
+        return err;
     }
 
     if (c->pages >= c->max_pages)
@@ -153,13 +180,23 @@ int pcache_get(struct pcache *c, uint64_t blkaddr, struct page **out)
         pthread_mutex_unlock(&c->lock);
         return -ENOMEM;
     }
+    p->space = space;
+    p->key = key;
     p->blkaddr = blkaddr;
     p->data = data;
     p->refs = 1;
-    size_t b = bucket_of(c, blkaddr);
+    size_t b = bucket_of(c, space, key);
     p->hash_next = c->buckets[b];
     c->buckets[b] = p;
+    p->in_table = true;
     c->pages++;
+    if (blkaddr == PCACHE_NO_LOAD) {
+        memset(p->data, 0, PAGE_BYTES);
+        p->uptodate = true;
+        pthread_mutex_unlock(&c->lock);
+        *out = p;
+        return 0;
+    }
     pthread_mutex_unlock(&c->lock);
 
     atomic_fetch_add(&c->misses, 1);
@@ -172,10 +209,8 @@ int pcache_get(struct pcache *c, uint64_t blkaddr, struct page **out)
         p->load_error = err;
         hash_remove(c, p);
         c->pages--;
-        p->refs--;
         pthread_cond_broadcast(&c->loaded);
-        /* Waiters still hold references; the last one out frees it. */
-        bool last = p->refs == 0;
+        bool last = --p->refs == 0; /* waiters hold references; the last one frees it */
         pthread_mutex_unlock(&c->lock);
         if (last)
             page_free(p);
@@ -188,21 +223,105 @@ int pcache_get(struct pcache *c, uint64_t blkaddr, struct page **out)
     return 0;
 }
 
+struct page *pcache_find(struct pcache *c, enum page_space space, uint64_t key)
+{
+    pthread_mutex_lock(&c->lock);
+    struct page *p = hash_find(c, space, key);
+    if (!p) {
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+    }
+    return grab_existing(c, p) ? NULL : p;
+}
+
 void pcache_put(struct pcache *c, struct page *p)
 {
     if (!p)
         return;
     pthread_mutex_lock(&c->lock);
     if (--p->refs == 0) {
-        if (p->load_error) {
-            /* Already out of the hash table (failed load). */
+        if (!p->in_table) {
+            /* Out of the table (failed load, or forgotten while referenced). */
             pthread_mutex_unlock(&c->lock);
             page_free(p);
             return;
         }
-        lru_add_tail(c, p);
+        if (!p->dirty)
+            list_add_tail(&c->lru, p);
         if (c->pages > c->max_pages)
             reclaim(c, c->max_pages);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void pcache_mark_dirty(struct pcache *c, struct page *p)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!p->dirty) {
+        p->dirty = true;
+        list_unlink(p);
+        list_add_tail(&c->dirty[p->space], p);
+        c->ndirty[p->space]++;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void pcache_mark_clean(struct pcache *c, struct page *p, uint64_t blkaddr)
+{
+    pthread_mutex_lock(&c->lock);
+    p->blkaddr = blkaddr;
+    if (p->dirty) {
+        p->dirty = false;
+        list_unlink(p);
+        c->ndirty[p->space]--;
+        if (p->refs == 0)
+            list_add_tail(&c->lru, p);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+size_t pcache_collect_dirty(struct pcache *c, enum page_space space, struct page **pages,
+                            size_t max)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t n = 0;
+    for (struct page *p = c->dirty[space].lru_next; p != &c->dirty[space] && n < max;
+         p = p->lru_next) {
+        p->refs++;
+        pages[n++] = p;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+size_t pcache_dirty_count(struct pcache *c, enum page_space space)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t n = c->ndirty[space];
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+bool pcache_over_budget(struct pcache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool over = c->pages > c->max_pages;
+    pthread_mutex_unlock(&c->lock);
+    return over;
+}
+
+void pcache_forget(struct pcache *c, enum page_space space, uint64_t key)
+{
+    pthread_mutex_lock(&c->lock);
+    struct page *p = hash_find(c, space, key);
+    if (p && !p->dirty) {
+        hash_remove(c, p);
+        c->pages--;
+        if (p->refs == 0) {
+            list_unlink(p);
+            page_free(p);
+        }
+        /* else: the last pcache_put sees it is out of the table and frees it */
     }
     pthread_mutex_unlock(&c->lock);
 }
@@ -217,13 +336,16 @@ void pcache_shrink(struct pcache *c)
 void pcache_emit_stats(struct pcache *c, stat_emit_fn emit, void *sink)
 {
     pthread_mutex_lock(&c->lock);
-    uint64_t pages = c->pages;
+    uint64_t pages = c->pages, dirty = 0;
+    for (int s = 0; s < PAGE_SPACES; s++)
+        dirty += c->ndirty[s];
     pthread_mutex_unlock(&c->lock);
     emit(sink, "cache.hits", atomic_load(&c->hits));
     emit(sink, "cache.misses", atomic_load(&c->misses));
     emit(sink, "cache.evictions", atomic_load(&c->evictions));
     emit(sink, "cache.load_errors", atomic_load(&c->load_errors));
     emit(sink, "cache.pages", pages);
+    emit(sink, "cache.dirty_pages", dirty);
     emit(sink, "cache.bytes", pages * PAGE_BYTES);
     emit(sink, "cache.budget_bytes", c->max_pages * PAGE_BYTES);
 }

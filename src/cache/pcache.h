@@ -1,8 +1,11 @@
-/* Page cache: 4 KiB pages keyed by device block address, a memory budget with LRU reclaim
- * of unreferenced clean pages, and one load per page even when many threads ask at once.
- *
- * The read side is what exists today (meta, node and directory blocks); dirty tracking and
- * writeback arrive with the read-write path, behind the same page structure. */
+/* Page cache: 4 KiB pages in three key spaces, as the kernel's f2fs keeps them —
+ *   PAGE_META  key = device block address (NAT, SIT, SSA, checkpoint blocks)
+ *   PAGE_NODE  key = nid (node blocks move on every write; their nid does not)
+ *   PAGE_DATA  key = ino << 32 | file block index
+ * A memory budget with LRU reclaim of unreferenced clean pages, one load per page even when
+ * many threads ask at once, and dirty tracking: dirty pages are never reclaimed; the core
+ * writes them back (pcache_collect_dirty) and may go over the budget meanwhile, which it
+ * sees through pcache_over_budget(). */
 #ifndef F2FUSE_CACHE_PCACHE_H
 #define F2FUSE_CACHE_PCACHE_H
 
@@ -14,30 +17,57 @@
 
 struct pcache;
 
+enum page_space { PAGE_META, PAGE_NODE, PAGE_DATA, PAGE_SPACES };
+
+/* blkaddr value for pcache_get: create a zero-filled page instead of reading one. */
+#define PCACHE_NO_LOAD UINT64_MAX
+
 struct page {
-    uint64_t blkaddr;
+    enum page_space space;
+    uint64_t key;
+    uint64_t blkaddr;    /* where the content was read from or last written to */
     void *data;          /* F2FS_BLKSIZE bytes, 4 KiB aligned */
     /* cache-private */
     unsigned refs;
     int load_error;      /* -errno when the load failed */
     bool uptodate;
+    bool dirty;
+    bool in_table;       /* false once dropped (failed load, pcache_forget) */
     struct page *hash_next;
-    struct page *lru_prev, *lru_next;
+    struct page *lru_prev, *lru_next; /* LRU (clean, unreferenced) or the dirty list */
 };
 
 /* budget_bytes: the most memory the pages may take (at least 64 pages are kept). */
 int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **out);
 void pcache_destroy(struct pcache *cache);
 
-/* Returns a referenced, up-to-date page for blkaddr (reading it from the device when not
- * cached), or -errno.  Release with pcache_put. */
-int pcache_get(struct pcache *cache, uint64_t blkaddr, struct page **out);
+/* Returns a referenced, up-to-date page for (space, key), reading it from blkaddr when not
+ * cached (PCACHE_NO_LOAD: zero-filled), or -errno.  Release with pcache_put. */
+int pcache_get(struct pcache *cache, enum page_space space, uint64_t key, uint64_t blkaddr,
+               struct page **out);
+/* Returns the cached page for (space, key) referenced, or NULL; never reads. */
+struct page *pcache_find(struct pcache *cache, enum page_space space, uint64_t key);
 void pcache_put(struct pcache *cache, struct page *page);
+
+/* Dirty tracking.  The caller holds a reference when marking. */
+void pcache_mark_dirty(struct pcache *cache, struct page *page);
+/* Marks the page clean after it was written to blkaddr. */
+void pcache_mark_clean(struct pcache *cache, struct page *page, uint64_t blkaddr);
+/* Fills pages[] with up to max referenced dirty pages of space (oldest first) and returns
+ * how many; the caller writes them, marks them clean and puts them. */
+size_t pcache_collect_dirty(struct pcache *cache, enum page_space space, struct page **pages,
+                            size_t max);
+size_t pcache_dirty_count(struct pcache *cache, enum page_space space);
+bool pcache_over_budget(struct pcache *cache);
+
+/* Drops (space, key) from the cache: the next get reads it again.  A holder of a reference
+ * keeps its copy.  Must not be dirty. */
+void pcache_forget(struct pcache *cache, enum page_space space, uint64_t key);
 
 /* Drops every unreferenced page (tests; memory pressure). */
 void pcache_shrink(struct pcache *cache);
 
-/* Counters "cache.*": hits, misses, evictions, pages, bytes, budget. */
+/* Counters "cache.*": hits, misses, evictions, pages, dirty pages, bytes, budget. */
 void pcache_emit_stats(struct pcache *cache, stat_emit_fn emit, void *sink);
 
 #endif

@@ -118,7 +118,7 @@ static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct
     int err = data_map(fs, dir, &page_node(dpage)->i, index, 1, &addr);
     if (err || addr == NULL_ADDR)
         return err;
-    return pcache_get(fs->cache, addr, page);
+    return pcache_get(fs->cache, PAGE_DATA, (uint64_t)dir->ino << 32 | index, addr, page);
 }
 
 static int search_block(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,

@@ -11,6 +11,8 @@
 #include "blk/blk.h"
 #include "cache/pcache.h"
 #include "core/format.h"
+#include "core/nat.h"
+#include "core/segment.h"
 #include "f2fuse.h"
 #include "util/log.h"
 
@@ -40,6 +42,10 @@ struct f2fuse {
 
     struct nat_journal_entry nat_journal[NAT_JOURNAL_ENTRIES];
     unsigned nat_journal_count;
+
+    /* The write side (NULL on a read-only mount). */
+    struct seg_manager *seg;
+    struct nat_manager *nat;
 
     atomic_uint_fast64_t corrupt_hits; /* times a damaged structure was met */
     atomic_uint_fast64_t inode_reads;

@@ -45,7 +45,8 @@ int nat_lookup(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *out)
     }
     struct page *page;
     uint32_t block_off = nid / NAT_ENTRY_PER_BLOCK;
-    int err = pcache_get(fs->cache, nat_block_addr(fs, block_off), &page);
+    uint32_t addr = nat_block_addr(fs, block_off);
+    int err = pcache_get(fs->cache, PAGE_META, addr, addr, &page);
     if (err)
         return err;
     memcpy(out, (const uint8_t *)page->data + (nid % NAT_ENTRY_PER_BLOCK) * sizeof(*out),
@@ -56,26 +57,33 @@ int nat_lookup(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *out)
 
 int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out)
 {
-    struct f2fs_nat_entry ne;
-    int err = nat_lookup(fs, nid, &ne);
-    if (err)
-        return err;
-    uint32_t blkaddr = le32(ne.block_addr);
-    if (!blkaddr_in_main(fs, blkaddr))
-        return fs_corrupt(fs, "NAT entry of nid %u points to block 0x%x outside the main area",
-                          nid, blkaddr);
-    if (ino && le32(ne.ino) != ino)
-        return fs_corrupt(fs, "NAT entry of nid %u belongs to inode %u, expected %u", nid,
-                          le32(ne.ino), ino);
-    struct page *page;
-    err = pcache_get(fs->cache, blkaddr, &page);
-    if (err)
-        return err;
+    /* Node pages are cached by nid: a cached one is current wherever it sits on disk. */
+    struct page *page = nid_valid(fs, nid) ? pcache_find(fs->cache, PAGE_NODE, nid) : NULL;
+    if (!page) {
+        struct f2fs_nat_entry ne;
+        int err = nat_lookup(fs, nid, &ne);
+        if (err)
+            return err;
+        uint32_t blkaddr = le32(ne.block_addr);
+        if (!blkaddr_in_main(fs, blkaddr))
+            return fs_corrupt(fs, "NAT entry of nid %u points to block 0x%x outside the main "
+                                  "area", nid, blkaddr);
+        if (ino && le32(ne.ino) != ino)
+            return fs_corrupt(fs, "NAT entry of nid %u belongs to inode %u, expected %u", nid,
+                              le32(ne.ino), ino);
+        err = pcache_get(fs->cache, PAGE_NODE, nid, blkaddr, &page);
+        if (err)
+            return err;
+    }
     const struct node_footer *footer = &page_node(page)->footer;
     if (le32(footer->nid) != nid || (ino && le32(footer->ino) != ino)) {
+        uint64_t at = page->blkaddr;
         pcache_put(fs->cache, page);
-        return fs_corrupt(fs, "node block 0x%x has footer nid %u ino %u, expected nid %u ino %u",
-                          blkaddr, le32(footer->nid), le32(footer->ino), nid, ino);
+        /* Keep the damaged block out of the cache so that nothing trusts it later. */
+        pcache_forget(fs->cache, PAGE_NODE, nid);
+        return fs_corrupt(fs, "node block 0x%llx has footer nid %u ino %u, expected nid %u "
+                              "ino %u", (unsigned long long)at, le32(footer->nid),
+                          le32(footer->ino), nid, ino);
     }
     *out = page;
     return 0;

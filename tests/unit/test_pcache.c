@@ -1,0 +1,223 @@
+/* Page cache: contents, budget and LRU reclaim, one load per page under concurrency, and a
+ * failed load that is retried rather than cached. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "blk/blk.h"
+#include "cache/pcache.h"
+#include "check.h"
+
+#define NBLOCKS 512
+
+static char path[] = "/tmp/f2fuse-pcache-XXXXXX";
+static struct blk_dev *dev;
+
+struct counters {
+    uint64_t hits, misses, evictions, pages;
+};
+
+static void grab(void *sink, const char *name, uint64_t v)
+{
+    struct counters *c = sink;
+    if (!strcmp(name, "cache.hits"))
+        c->hits = v;
+    else if (!strcmp(name, "cache.misses"))
+        c->misses = v;
+    else if (!strcmp(name, "cache.evictions"))
+        c->evictions = v;
+    else if (!strcmp(name, "cache.pages"))
+        c->pages = v;
+}
+
+static struct counters counters_of(struct pcache *c)
+{
+    struct counters k = {0};
+    pcache_emit_stats(c, grab, &k);
+    return k;
+}
+
+static void pages_hold_device_blocks(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 1 << 20, &c), 0);
+    for (uint64_t b = 0; b < 100; b += 7) {
+        struct page *p;
+        CHECK_EQ(pcache_get(c, PAGE_META, b, b, &p), 0);
+        uint64_t first;
+        memcpy(&first, p->data, sizeof(first));
+        CHECK_EQ(first, b);
+        pcache_put(c, p);
+    }
+    struct page *p;
+    CHECK_EQ(pcache_get(c, PAGE_META, 7, 7, &p), 0);
+    pcache_put(c, p);
+    struct counters k = counters_of(c);
+    CHECK_EQ(k.misses, 15);
+    CHECK_EQ(k.hits, 1);
+    pcache_destroy(c);
+}
+
+static void budget_is_kept(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 64 * 4096, &c), 0); /* 64 pages */
+    for (uint64_t b = 0; b < 300; b++) {
+        struct page *p;
+        CHECK_EQ(pcache_get(c, PAGE_META, b, b, &p), 0);
+        pcache_put(c, p);
+    }
+    struct counters k = counters_of(c);
+    CHECK(k.pages <= 64);
+    CHECK_EQ(k.evictions, 300 - k.pages);
+    /* The most recent pages survive, the oldest went first. */
+    struct page *p;
+    CHECK_EQ(pcache_get(c, PAGE_META, 299, 299, &p), 0);
+    pcache_put(c, p);
+    CHECK_EQ(counters_of(c).hits, 1);
+    CHECK_EQ(pcache_get(c, PAGE_META, 0, 0, &p), 0);
+    pcache_put(c, p);
+    CHECK_EQ(counters_of(c).hits, 1);
+    pcache_destroy(c);
+}
+
+struct race {
+    struct pcache *c;
+    pthread_barrier_t *barrier;
+    int err;
+};
+
+static void *race_thread(void *arg)
+{
+    struct race *r = arg;
+    pthread_barrier_wait(r->barrier);
+    for (uint64_t b = 0; b < 64; b++) {
+        struct page *p;
+        int err = pcache_get(r->c, PAGE_META, b, b, &p);
+        if (err) {
+            r->err = err;
+            continue;
+        }
+        uint64_t first;
+        memcpy(&first, p->data, sizeof(first));
+        if (first != b)
+            r->err = -EIO;
+        pcache_put(r->c, p);
+    }
+    return NULL;
+}
+
+static void one_load_per_page_under_concurrency(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 1 << 20, &c), 0);
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, 8);
+    pthread_t t[8];
+    struct race r[8];
+    for (int i = 0; i < 8; i++) {
+        r[i] = (struct race){c, &barrier, 0};
+        pthread_create(&t[i], NULL, race_thread, &r[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(r[i].err, 0);
+    }
+    struct counters k = counters_of(c);
+    CHECK_EQ(k.misses, 64);
+    CHECK_EQ(k.hits, 7 * 64);
+    pthread_barrier_destroy(&barrier);
+    pcache_destroy(c);
+}
+
+static void failed_load_is_retried(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 1 << 20, &c), 0);
+    blk_inject_fault(dev, BLK_READ, 1, EIO);
+    struct page *p;
+    CHECK_EQ(pcache_get(c, PAGE_META, 5, 5, &p), -EIO);
+    CHECK_EQ(pcache_get(c, PAGE_META, 5, 5, &p), 0);
+    uint64_t first;
+    memcpy(&first, p->data, sizeof(first));
+    CHECK_EQ(first, 5);
+    pcache_put(c, p);
+    CHECK_EQ(counters_of(c).pages, 1);
+    pcache_destroy(c);
+}
+
+static void dirty_pages_stay_until_clean(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 64 * 4096, &c), 0);
+    struct page *p;
+    CHECK_EQ(pcache_get(c, PAGE_NODE, 1000, PCACHE_NO_LOAD, &p), 0);
+    CHECK_EQ(((uint8_t *)p->data)[100], 0); /* a new page is zero-filled */
+    memset(p->data, 0xab, 4096);
+    pcache_mark_dirty(c, p);
+    pcache_put(c, p);
+    CHECK_EQ(pcache_dirty_count(c, PAGE_NODE), 1);
+    /* Pressure on the budget reclaims clean pages only. */
+    for (uint64_t b = 0; b < 200; b++) {
+        CHECK_EQ(pcache_get(c, PAGE_META, b, b, &p), 0);
+        pcache_put(c, p);
+    }
+    p = pcache_find(c, PAGE_NODE, 1000);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ(((uint8_t *)p->data)[4095], 0xab);
+        pcache_put(c, p);
+    }
+    /* The same key in another space is another page. */
+    CHECK(pcache_find(c, PAGE_DATA, 1000) == NULL);
+    struct page *dirty[4];
+    CHECK_EQ(pcache_collect_dirty(c, PAGE_NODE, dirty, 4), 1);
+    pcache_mark_clean(c, dirty[0], 77);
+    CHECK_EQ(dirty[0]->blkaddr, 77);
+    pcache_put(c, dirty[0]);
+    CHECK_EQ(pcache_dirty_count(c, PAGE_NODE), 0);
+    pcache_destroy(c);
+}
+
+static void forget_drops_a_page_even_while_held(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 1 << 20, &c), 0);
+    struct page *held, *p;
+    CHECK_EQ(pcache_get(c, PAGE_META, 9, 9, &held), 0);
+    pcache_forget(c, PAGE_META, 9);
+    CHECK(pcache_find(c, PAGE_META, 9) == NULL);
+    CHECK_EQ(pcache_get(c, PAGE_META, 9, 9, &p), 0);
+    CHECK(p != held);
+    pcache_put(c, p);
+    pcache_put(c, held); /* frees the forgotten page (ASan checks) */
+    pcache_destroy(c);
+}
+
+int main(void)
+{
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return 1;
+    char *blk = calloc(1, 4096);
+    for (uint64_t b = 0; b < NBLOCKS; b++) {
+        memcpy(blk, &b, sizeof(b));
+        if (pwrite(fd, blk, 4096, (off_t)(b * 4096)) != 4096)
+            return 1;
+    }
+    free(blk);
+    close(fd);
+    struct blk_options o = {.backend = "uring", .read_only = true};
+    if (blk_open(path, &o, &dev) != 0)
+        return 1;
+    RUN(pages_hold_device_blocks);
+    RUN(budget_is_kept);
+    RUN(one_load_per_page_under_concurrency);
+    RUN(failed_load_is_retried);
+    RUN(dirty_pages_stay_until_clean);
+    RUN(forget_drops_a_page_even_while_held);
+    blk_close(dev);
+    unlink(path);
+    return CHECK_DONE();
+}
