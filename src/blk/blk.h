@@ -75,7 +75,8 @@ void blk_close(struct blk_dev *dev);
 int blk_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
 
 /* Submits n requests and waits for all of them: 0 when every one transferred its whole
- * length, else the first -errno (a short transfer is -EIO).  (src/blk/blk_wait.c) */
+ * length, else the first -errno (a short read or write is -EIO).  Sets each request's
+ * done and private.  -EDEADLK on the uring completion thread, which cannot wait for itself. */
 int blk_submit_wait(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
 
 /* Synchronous helpers: 0 when the whole range was transferred, else -errno

@@ -1,0 +1,88 @@
+/* Block layer internals shared by blk.c and the backends (blk_uring.c, blk_psync.c).
+ *
+ * Division of work: blk.c owns everything that does not depend on how I/O is issued —
+ * opening the device, validating and accounting requests, fault injection, and the bounce
+ * path that turns unaligned requests into aligned ones for O_DIRECT.  A backend only ever
+ * sees requests it can hand to the kernel as they are (aligned when dev->direct), plus
+ * "preset" requests that must complete with a given result without touching the device. */
+#ifndef F2FUSE_BLK_BLK_INTERNAL_H
+#define F2FUSE_BLK_BLK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "blk/blk.h"
+
+/* struct blk_req.flags */
+enum {
+    BLK_REQF_PRESET = 1u << 0,    /* complete with preset_result, do no I/O */
+    BLK_REQF_INTERNAL = 1u << 1,  /* made by the bounce path: not counted, done() is ours */
+    BLK_REQF_PRIO_SENT = 1u << 2, /* uring: the SQE carried an ioprio */
+    BLK_REQF_NO_MERGE = 1u << 3,  /* uring: resubmission, run it on its own */
+};
+
+struct blk_counters {
+    atomic_uint_fast64_t ops[BLK_OP_COUNT];
+    atomic_uint_fast64_t bytes[BLK_OP_COUNT];
+    atomic_uint_fast64_t errors[BLK_OP_COUNT];
+    atomic_uint_fast64_t merged;          /* requests folded into a neighbour's readv/writev */
+    atomic_uint_fast64_t bounced;         /* unaligned requests copied through a bounce buffer */
+    atomic_uint_fast64_t short_resubmits; /* short transfers whose remainder was reissued */
+    atomic_uint_fast64_t inflight;        /* caller requests submitted and not yet done */
+    atomic_uint_fast64_t inflight_max;
+    atomic_uint_fast64_t ioprio_rejected; /* 1 once the kernel refused an ioprio value */
+};
+
+/* The nth request of one op kind from the moment of arming fails with -err. */
+struct blk_fault {
+    atomic_uint_fast64_t countdown; /* 0 = disarmed */
+    atomic_int err;
+};
+
+struct blk_bounce;
+
+struct blk_dev {
+    int fd;
+    bool direct;      /* opened O_DIRECT: the backend needs aligned requests */
+    bool is_blockdev; /* discard is BLKDISCARD rather than a punched hole */
+    bool read_only;
+    uint64_t size;
+    unsigned queue_depth;
+    const struct blk_backend_ops *ops;
+    void *backend; /* the backend's own state */
+
+    /* Set by a backend that completes requests on a thread of its own, so that the sync
+     * helpers can refuse to wait on that thread. */
+    bool has_completion_thread;
+    pthread_t completion_thread;
+
+    struct blk_counters stats;
+    struct blk_fault faults[BLK_OP_COUNT];
+
+    /* blk_close waits here until stats.inflight drops to zero. */
+    pthread_mutex_t idle_lock;
+    pthread_cond_t idle_cond;
+
+    /* Read-modify-write of unaligned writes runs one at a time, in arrival order, so two
+     * writes sharing an edge block cannot each write back the other's stale copy. */
+    pthread_mutex_t rmw_lock;
+    struct blk_bounce *rmw_active;
+    struct blk_bounce *rmw_head, *rmw_tail; /* waiting behind rmw_active */
+};
+
+extern const struct blk_backend_ops blk_uring_ops;
+extern const struct blk_backend_ops blk_psync_ops;
+
+/* Backends call this exactly once per request they were handed, with req->result set.
+ * It runs the bounce path's continuation for internal requests, and for the caller's
+ * requests updates the counters and calls req->done. */
+void blk_req_complete(struct blk_dev *dev, struct blk_req *req);
+
+/* BLKDISCARD over the 4 KiB blocks fully inside [off, off + len); 0 or -errno. */
+int blk_discard_blockdev(int fd, uint64_t off, uint64_t len);
+
+/* The largest single read/write handed to the kernel; longer ones continue as "short". */
+#define BLK_MAX_XFER (1ull << 30)
+
+#endif

@@ -1,0 +1,82 @@
+/* psync backend: each request runs inline in blk_submit with pread/pwrite on a buffered
+ * descriptor.  It is the baseline the uring backend is measured against, and the fallback
+ * where O_DIRECT is refused. */
+#include "blk/blk_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+/* Bytes moved (short only at the end of the device for reads) or -errno. */
+static int64_t transfer(struct blk_dev *dev, struct blk_req *req)
+{
+    uint8_t *buf = req->buf;
+    uint64_t done = 0;
+    while (done < req->len) {
+        uint64_t want = req->len - done;
+        if (want > BLK_MAX_XFER)
+            want = BLK_MAX_XFER;
+        ssize_t r = req->op == BLK_READ
+                        ? pread(dev->fd, buf + done, want, (off_t)(req->off + done))
+                        : pwrite(dev->fd, buf + done, want, (off_t)(req->off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0) /* end of file; a write that makes no progress would spin forever */
+            return req->op == BLK_READ ? (int64_t)done : -EIO;
+        done += (uint64_t)r;
+        if ((uint64_t)r < want && done < req->len)
+            atomic_fetch_add(&dev->stats.short_resubmits, 1);
+    }
+    return (int64_t)done;
+}
+
+static int64_t execute(struct blk_dev *dev, struct blk_req *req)
+{
+    switch (req->op) {
+    case BLK_READ:
+    case BLK_WRITE:
+        return transfer(dev, req);
+    case BLK_FLUSH:
+        return fdatasync(dev->fd) < 0 ? -errno : 0;
+    case BLK_DISCARD: {
+        int ret = dev->is_blockdev
+                      ? blk_discard_blockdev(dev->fd, req->off, req->len)
+                      : (fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                   (off_t)req->off, (off_t)req->len) < 0
+                             ? -errno
+                             : 0);
+        return ret < 0 ? ret : (int64_t)req->len;
+    }
+    default:
+        return -EINVAL;
+    }
+}
+
+static int psync_init(struct blk_dev *dev)
+{
+    return 0;
+}
+
+static int psync_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct blk_req *req = reqs[i];
+        req->result = (req->flags & BLK_REQF_PRESET) ? req->preset_result : execute(dev, req);
+        blk_req_complete(dev, req);
+    }
+    return 0;
+}
+
+static void psync_fini(struct blk_dev *dev)
+{
+}
+
+const struct blk_backend_ops blk_psync_ops = {
+    .name = "psync",
+    .init = psync_init,
+    .submit = psync_submit,
+    .fini = psync_fini,
+};
