@@ -83,10 +83,10 @@ static bool sb_valid(const struct f2fs_super_block *sb, uint64_t dev_bytes, char
         le32(sb->meta_ino) != F2FS_META_INO)
         return BAD("bad reserved inode numbers (root %u node %u meta %u)", le32(sb->root_ino),
                    le32(sb->node_ino), le32(sb->meta_ino));
-    if (le32(sb->cp_payload) > F2FS_BLOCKS_PER_SEG - 2 - 6)
+    if (le32(sb->cp_payload) >= F2FS_BLOCKS_PER_SEG - 2 - 6)
         return BAD("checkpoint payload of %u blocks is too large", le32(sb->cp_payload));
-    if (le32(sb->extension_count) > F2FS_MAX_EXTENSION ||
-        sb->hot_ext_count > le32(sb->extension_count))
+    /* extension_count counts the cold extensions; the hot ones follow them. */
+    if (le32(sb->extension_count) + sb->hot_ext_count > F2FS_MAX_EXTENSION)
         return BAD("bad extension counts");
     return true;
 #undef BAD
