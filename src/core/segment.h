@@ -46,14 +46,24 @@ struct seg_manager;
  * fs->sb, fs->dev): SIT blocks (current copy per the checkpoint's SIT bitmap) with the SIT
  * journal applied, the current segments with their summaries (compact or normal data
  * summaries; node summaries from the pack, or rebuilt from node footers when the pack has
- * none).  Validates what it reads (-EIO with fs_corrupt on damage). */
+ * none).  Validates what it reads (-EIO with fs_corrupt on damage).  -EOPNOTSUPP (with a
+ * log line) for images whose SIT bitmap is not in the CP block (cp_payload > 0 or
+ * CP_LARGE_NAT_BITMAP_FLAG).  Segments whose entries came from the SIT journal are marked
+ * dirty, so the next checkpoint writes them to SIT blocks. */
 int seg_load(struct f2fuse *fs, struct seg_manager **out);
 void seg_destroy(struct seg_manager *sm);
 
 /* Allocates the next block of a log for the owner sum describes (data: the dnode's nid,
  * its NAT version and the pointer's offset in it; node: its nid) and marks it valid.
  * When the log's segment is full its summary is written to the SSA and the log moves to
- * a free segment.  -ENOSPC when no free segment is left. */
+ * a free segment.  -ENOSPC when no free segment is left.
+ * Details: sum is stored as given, i.e. in on-disk (little-endian) byte order.  The log
+ * moves on as soon as its last block is handed out (as the kernel does), so a checkpoint
+ * never records a full segment; the last block of a segment is therefore refused with
+ * -ENOSPC when no free segment is left to move to.  Segments freed since the last
+ * checkpoint are prefree, not free: when this returns -ENOSPC while
+ * seg_prefree_segments() > 0, a checkpoint makes room.  -EIO (fs_corrupt) if the block at
+ * the write position is not free in both the current and the checkpointed map. */
 int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
                     uint32_t *blkaddr);
 
@@ -69,18 +79,39 @@ uint32_t seg_free_segments(struct seg_manager *sm);
 /* Segments that become free once the next checkpoint commits. */
 uint32_t seg_prefree_segments(struct seg_manager *sm);
 
+/* Keeps the last segs free segments for the node logs: a data log that needs a new
+ * segment gets -ENOSPC when no more than segs are free (0, the default: no reserve).  The
+ * checkpoint writes dirty node blocks to new places, so without a reserve a data-heavy
+ * workload can take the space a checkpoint needs to run (and to turn prefree segments
+ * into free ones). */
+void seg_set_data_reserve(struct seg_manager *sm, uint32_t segs);
+
 /* Checkpoint steps, called with every writer stopped (see above). */
+/* Writes each SIT block with a changed entry (all 55 entries, from memory) to the copy
+ * that the last COMMITTED checkpoint does not use, and records that copy in the SIT bitmap
+ * the next checkpoint carries.  So a checkpoint that fails after this never damages the
+ * last valid one, and a retry simply flushes again. */
 int seg_flush_sit(struct seg_manager *sm);
+/* Sets cur_node/data_segno and _blkoff (unused slots 3..7: segno 0xFFFFFFFF, blkoff 0, as
+ * mkfs writes them), alloc_type (all LFS once a log has moved), free_segment_count
+ * (counting prefree segments as free: they are once this checkpoint commits; this is what
+ * fsck expects), elapsed_time (seconds; SIT mtimes use the same clock),
+ * sit_ver_bitmap_bytesize and the SIT bitmap at offset 192 (cp is a whole 4 KiB block;
+ * f2fuse writes no cp_payload).  It does not set valid_block_count: seg_valid_blocks()
+ * is the SIT total, to which the caller adds any NEW_ADDR reservations it keeps. */
 void seg_fill_checkpoint(struct seg_manager *sm, struct f2fs_checkpoint *cp);
 /* Writes 3 data summary blocks (hot, warm, cold: normal layout, each with its journal; the
  * SIT journal is left empty because seg_flush_sit wrote everything to SIT blocks; the NAT
  * journal is left empty too) and, when with_node, 3 node summary blocks, into blocks[]
- * (6 × 4096 bytes, caller-allocated, 4 KiB aligned). */
+ * (6 × 4096 bytes, caller-allocated, 4 KiB aligned).  Journals are all zero, footers carry
+ * the entry type, entries past a log's write position are zero.  Without with_node the
+ * last three blocks are not touched; the next mount then rebuilds node summaries from the
+ * footers of the blocks written in the node logs' segments. */
 void seg_write_summaries(struct seg_manager *sm, uint8_t *blocks, bool with_node);
 void seg_checkpoint_done(struct seg_manager *sm);
 
-/* Counters "seg.*": free, prefree, valid blocks, blocks allocated per log, SSA writes,
- * SIT blocks written. */
+/* Counters "seg.*": free, prefree, valid_blocks, alloc.<log> (blocks allocated per log),
+ * ssa_writes, sit_blocks_written, new_segments, enospc. */
 void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink);
 
 #endif

@@ -1,0 +1,988 @@
+/* Segment manager: SIT state of every main segment, the six logs, free/prefree tracking,
+ * and the segment side of the checkpoint (SIT blocks, current segments, summaries).
+ *
+ * State per segment: the valid map now and as of the last committed checkpoint, the valid
+ * counts of both, the SIT type and mtime, and which log (if any) is writing into it.  A
+ * segment is
+ *   current  a log appends to it;
+ *   free     not current, no valid block now nor at the last checkpoint: can be handed out;
+ *   prefree  not current, no valid block now but some at the last checkpoint: becomes free
+ *            when the next checkpoint commits (the last checkpoint still points into it);
+ *   in use   otherwise.
+ * Free and prefree segments are kept in two bitmaps (one bit per segment) with counters.
+ *
+ * SIT versions: committed_bitmap is the SIT bitmap of the last committed checkpoint;
+ * sit_bitmap is the one the next checkpoint will carry.  seg_flush_sit writes every dirty
+ * SIT block to the copy the committed bitmap does NOT select and records that copy in
+ * sit_bitmap; seg_checkpoint_done makes sit_bitmap the committed one.  A checkpoint that
+ * fails after the flush therefore never damages what the last valid checkpoint references,
+ * and a retry writes to the same alternate copies again.
+ *
+ * One mutex guards everything. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fs.h"
+
+#define BLKS F2FS_BLOCKS_PER_SEG
+#define NO_LOG (-1)
+#define ALLOC_LFS 0
+#define ALLOC_SSR 1
+#define IO_BATCH 64u
+
+struct seg_entry {
+    uint8_t map[SIT_VBLOCK_MAP_SIZE];      /* valid blocks now, MSB-first */
+    uint8_t ckpt_map[SIT_VBLOCK_MAP_SIZE]; /* as of the last committed checkpoint */
+    uint64_t mtime;
+    uint16_t valid;
+    uint16_t ckpt_valid;
+    uint8_t type;                          /* SIT type: the log type that wrote it */
+    int8_t log;                            /* log writing into it, or NO_LOG */
+};
+
+struct log_state {
+    uint32_t segno;
+    uint16_t next_blkoff;
+    uint8_t alloc_type;
+    bool must_move;                        /* loaded as SSR (or full): leave it first */
+    struct f2fs_summary_block *sum;        /* 4 KiB aligned: written to the SSA as is */
+};
+
+struct seg_manager {
+    struct f2fuse *fs;
+    pthread_mutex_t lock;
+
+    uint32_t main_segs;
+    uint32_t main_blkaddr;
+    uint32_t sit_blkaddr;
+    uint32_t sit_copy_blocks;  /* blocks in one SIT copy */
+    uint32_t sit_blk_cnt;      /* SIT blocks in use: ceil(main_segs / 55) */
+    uint32_t ssa_blkaddr;
+    uint32_t sit_bitmap_bytes;
+
+    struct seg_entry *se;
+    uint64_t *free_map;        /* one bit per segment */
+    uint64_t *prefree_map;
+    uint64_t *changed_map;     /* segments whose map changed since the last checkpoint */
+    uint64_t *sit_dirty;       /* one bit per SIT block */
+    uint8_t *committed_bitmap; /* SIT version bitmap of the last committed checkpoint */
+    uint8_t *sit_bitmap;       /* the one the next checkpoint carries */
+
+    struct log_state logs[LOG_COUNT];
+    void *sum_mem;
+
+    uint32_t free_segs;
+    uint32_t prefree_segs;
+    uint32_t data_reserve;
+    uint64_t valid_blocks;
+
+    uint64_t elapsed_base;     /* the checkpoint's elapsed_time at load */
+    uint64_t mono_base;        /* CLOCK_MONOTONIC seconds at load */
+
+    uint64_t st_alloc[LOG_COUNT];
+    uint64_t st_ssa_writes;
+    uint64_t st_sit_writes;
+    uint64_t st_new_segments;
+    uint64_t st_enospc;
+};
+
+/* ---- bits ------------------------------------------------------------------------------ */
+
+static inline bool f2fs_test_bit(unsigned nr, const uint8_t *map)
+{
+    return map[nr >> 3] & (0x80u >> (nr & 7));
+}
+
+static inline void f2fs_set_bit(unsigned nr, uint8_t *map)
+{
+    map[nr >> 3] |= (uint8_t)(0x80u >> (nr & 7));
+}
+
+static inline void f2fs_clear_bit(unsigned nr, uint8_t *map)
+{
+    map[nr >> 3] &= (uint8_t)~(0x80u >> (nr & 7));
+}
+
+static inline bool bm_test(const uint64_t *bm, uint32_t i)
+{
+    return (bm[i >> 6] >> (i & 63)) & 1;
+}
+
+static inline void bm_set(uint64_t *bm, uint32_t i)
+{
+    bm[i >> 6] |= 1ull << (i & 63);
+}
+
+static inline void bm_clear(uint64_t *bm, uint32_t i)
+{
+    bm[i >> 6] &= ~(1ull << (i & 63));
+}
+
+/* First set bit in [from, n), or n. */
+static uint32_t bm_next(const uint64_t *bm, uint32_t n, uint32_t from)
+{
+    if (from >= n)
+        return n;
+    uint32_t w = from >> 6;
+    uint64_t word = bm[w] & (~0ull << (from & 63));
+    uint32_t words = (n + 63) / 64;
+    for (;;) {
+        if (word) {
+            uint32_t i = (w << 6) + (uint32_t)__builtin_ctzll(word);
+            return i < n ? i : n;
+        }
+        if (++w >= words)
+            return n;
+        word = bm[w];
+    }
+}
+
+static unsigned popcount_map(const uint8_t *map)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < SIT_VBLOCK_MAP_SIZE; i++)
+        n += (unsigned)__builtin_popcount(map[i]);
+    return n;
+}
+
+/* ---- time ------------------------------------------------------------------------------ */
+
+static uint64_t mono_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec;
+}
+
+/* The file system's age in seconds (the kernel's get_mtime): the checkpoint's elapsed_time
+ * plus the time since this mount; monotonic. */
+static uint64_t seg_now(const struct seg_manager *sm)
+{
+    return sm->elapsed_base + (mono_seconds() - sm->mono_base);
+}
+
+/* ---- state ----------------------------------------------------------------------------- */
+
+/* Puts segment s into the free/prefree sets its counts call for. */
+static void seg_update_state(struct seg_manager *sm, uint32_t s)
+{
+    const struct seg_entry *e = &sm->se[s];
+    bool want_free = e->log == NO_LOG && e->valid == 0 && e->ckpt_valid == 0;
+    bool want_prefree = e->log == NO_LOG && e->valid == 0 && e->ckpt_valid != 0;
+    bool is_free = bm_test(sm->free_map, s), is_prefree = bm_test(sm->prefree_map, s);
+    if (want_free != is_free) {
+        if (want_free) {
+            bm_set(sm->free_map, s);
+            sm->free_segs++;
+        } else {
+            bm_clear(sm->free_map, s);
+            sm->free_segs--;
+        }
+    }
+    if (want_prefree != is_prefree) {
+        if (want_prefree) {
+            bm_set(sm->prefree_map, s);
+            sm->prefree_segs++;
+        } else {
+            bm_clear(sm->prefree_map, s);
+            sm->prefree_segs--;
+        }
+    }
+}
+
+static void seg_mark_dirty(struct seg_manager *sm, uint32_t s)
+{
+    bm_set(sm->sit_dirty, s / SIT_ENTRY_PER_BLOCK);
+}
+
+/* A free segment, searching upward from hint and wrapping around; UINT32_MAX if none. */
+static uint32_t find_free_segment(struct seg_manager *sm, uint32_t hint)
+{
+    if (sm->free_segs == 0)
+        return UINT32_MAX;
+    if (hint >= sm->main_segs)
+        hint = 0;
+    uint32_t s = bm_next(sm->free_map, sm->main_segs, hint);
+    if (s < sm->main_segs)
+        return s;
+    s = bm_next(sm->free_map, hint, 0); /* wrap around: [0, hint) */
+    return s < hint ? s : UINT32_MAX;
+}
+
+static void summary_footer_set(struct f2fs_summary_block *sum, enum log_type t)
+{
+    memset(&sum->journal, 0, sizeof(sum->journal));
+    sum->footer.entry_type = log_is_node(t) ? SUM_TYPE_NODE : SUM_TYPE_DATA;
+    sum->footer.check_sum = 0;
+}
+
+/* Makes newseg (free) the current segment of log t.  The old segment's summary must have
+ * been written already. */
+static void log_switch(struct seg_manager *sm, enum log_type t, uint32_t newseg)
+{
+    struct log_state *lg = &sm->logs[t];
+    uint32_t old = lg->segno;
+    sm->se[old].log = NO_LOG;
+    seg_update_state(sm, old);
+
+    struct seg_entry *e = &sm->se[newseg];
+    e->log = (int8_t)t;
+    if (e->type != t) {
+        e->type = (uint8_t)t;
+        seg_mark_dirty(sm, newseg);
+    }
+    seg_update_state(sm, newseg);
+    lg->segno = newseg;
+    lg->next_blkoff = 0;
+    lg->alloc_type = ALLOC_LFS;
+    lg->must_move = false;
+    memset(lg->sum, 0, sizeof(*lg->sum));
+    summary_footer_set(lg->sum, t);
+    sm->st_new_segments++;
+}
+
+/* Writes the summary of log t's segment to its SSA block. */
+static int write_ssa(struct seg_manager *sm, enum log_type t)
+{
+    struct log_state *lg = &sm->logs[t];
+    summary_footer_set(lg->sum, t);
+    int err = blk_write(sm->fs->dev, (uint64_t)(sm->ssa_blkaddr + lg->segno) * F2FS_BLKSIZE,
+                        lg->sum, F2FS_BLKSIZE);
+    if (err) {
+        log_err("segment %u: writing its summary block failed: %s", lg->segno, strerror(-err));
+        return err;
+    }
+    sm->st_ssa_writes++;
+    return 0;
+}
+
+/* May log t take a new segment?  Data logs leave data_reserve free segments to the node
+ * logs. */
+static uint32_t pick_new_segment(struct seg_manager *sm, enum log_type t)
+{
+    if (!log_is_node(t) && sm->free_segs <= sm->data_reserve)
+        return UINT32_MAX;
+    return find_free_segment(sm, sm->logs[t].segno);
+}
+
+/* ---- I/O helpers ----------------------------------------------------------------------- */
+
+/* Reads or writes n single blocks at addrs[i] from/to bufs + i * 4096, in batches. */
+static int io_blocks(struct seg_manager *sm, enum blk_op op, const uint32_t *addrs,
+                     uint8_t *bufs, unsigned n)
+{
+    struct blk_req reqs[IO_BATCH];
+    struct blk_req *ptrs[IO_BATCH];
+    for (unsigned done = 0; done < n;) {
+        unsigned m = n - done < IO_BATCH ? n - done : IO_BATCH;
+        for (unsigned i = 0; i < m; i++) {
+            memset(&reqs[i], 0, sizeof(reqs[i]));
+            reqs[i].op = op;
+            reqs[i].prio = BLK_PRIO_HIGH;
+            reqs[i].off = (uint64_t)addrs[done + i] * F2FS_BLKSIZE;
+            reqs[i].len = F2FS_BLKSIZE;
+            reqs[i].buf = bufs + (size_t)(done + i) * F2FS_BLKSIZE;
+            ptrs[i] = &reqs[i];
+        }
+        int err = blk_submit_wait(sm->fs->dev, ptrs, m);
+        if (err)
+            return err;
+        done += m;
+    }
+    return 0;
+}
+
+/* ---- load ------------------------------------------------------------------------------ */
+
+static int check_sit_entry(struct f2fuse *fs, uint32_t segno, const struct f2fs_sit_entry *raw,
+                           const char *where)
+{
+    uint16_t vb = le16(raw->vblocks);
+    unsigned valid = vb & SIT_VBLOCKS_MASK, type = vb >> SIT_VBLOCKS_SHIFT;
+    unsigned pop = popcount_map(raw->valid_map);
+    if (valid > BLKS || valid != pop)
+        return fs_corrupt(fs, "%s: segment %u claims %u valid blocks, its map has %u", where,
+                          segno, valid, pop);
+    if (type >= LOG_COUNT)
+        return fs_corrupt(fs, "%s: segment %u has type %u", where, segno, type);
+    return 0;
+}
+
+static void entry_from_raw(struct seg_entry *e, const struct f2fs_sit_entry *raw)
+{
+    uint16_t vb = le16(raw->vblocks);
+    e->valid = vb & SIT_VBLOCKS_MASK;
+    e->type = (uint8_t)(vb >> SIT_VBLOCKS_SHIFT);
+    memcpy(e->map, raw->valid_map, SIT_VBLOCK_MAP_SIZE);
+    e->mtime = le64(raw->mtime);
+}
+
+static void entry_to_raw(const struct seg_entry *e, struct f2fs_sit_entry *raw)
+{
+    raw->vblocks = htole16((uint16_t)((unsigned)e->type << SIT_VBLOCKS_SHIFT | e->valid));
+    memcpy(raw->valid_map, e->map, SIT_VBLOCK_MAP_SIZE);
+    raw->mtime = htole64(e->mtime);
+}
+
+/* Reads every SIT block in use from the copy the checkpoint's bitmap selects. */
+static int load_sit_blocks(struct seg_manager *sm)
+{
+    int err = -ENOMEM;
+    uint32_t *addrs = malloc(sizeof(*addrs) * IO_BATCH);
+    uint8_t *buf = blk_alloc_buf((size_t)IO_BATCH * F2FS_BLKSIZE);
+    if (!addrs || !buf)
+        goto out;
+    for (uint32_t first = 0; first < sm->sit_blk_cnt; first += IO_BATCH) {
+        unsigned m = sm->sit_blk_cnt - first < IO_BATCH ? sm->sit_blk_cnt - first : IO_BATCH;
+        for (unsigned i = 0; i < m; i++) {
+            uint32_t b = first + i;
+            addrs[i] = sm->sit_blkaddr + b +
+                       (f2fs_test_bit(b, sm->committed_bitmap) ? sm->sit_copy_blocks : 0);
+        }
+        err = io_blocks(sm, BLK_READ, addrs, buf, m);
+        if (err) {
+            log_err("reading SIT blocks failed: %s", strerror(-err));
+            goto out;
+        }
+        for (unsigned i = 0; i < m; i++) {
+            const struct f2fs_sit_entry *ents = (const void *)(buf + (size_t)i * F2FS_BLKSIZE);
+            for (unsigned j = 0; j < SIT_ENTRY_PER_BLOCK; j++) {
+                uint32_t s = (first + i) * SIT_ENTRY_PER_BLOCK + j;
+                if (s >= sm->main_segs)
+                    break;
+                err = check_sit_entry(sm->fs, s, &ents[j], "SIT");
+                if (err)
+                    goto out;
+                entry_from_raw(&sm->se[s], &ents[j]);
+            }
+        }
+    }
+    err = 0;
+out:
+    free(addrs);
+    free(buf);
+    return err;
+}
+
+static int apply_sit_journal(struct seg_manager *sm, const struct f2fs_journal *j)
+{
+    unsigned n = le16(j->n_entries);
+    if (n > SIT_JOURNAL_ENTRIES)
+        return fs_corrupt(sm->fs, "SIT journal claims %u entries (max %d)", n,
+                          SIT_JOURNAL_ENTRIES);
+    for (unsigned i = 0; i < n; i++) {
+        const struct sit_journal_entry *je = &j->sit.entries[i];
+        uint32_t s = le32(je->segno);
+        if (s >= sm->main_segs)
+            return fs_corrupt(sm->fs, "SIT journal entry %u names segment %u (of %u)", i, s,
+                              sm->main_segs);
+        int err = check_sit_entry(sm->fs, s, &je->se, "SIT journal");
+        if (err)
+            return err;
+        entry_from_raw(&sm->se[s], &je->se);
+        /* f2fuse writes everything to SIT blocks and leaves the journal empty */
+        seg_mark_dirty(sm, s);
+    }
+    return 0;
+}
+
+/* Number of summary entries stored for a log: all of them for an SSR log. */
+static unsigned log_sum_entries(const struct log_state *lg)
+{
+    return lg->alloc_type == ALLOC_SSR ? BLKS : lg->next_blkoff;
+}
+
+static int read_block(struct seg_manager *sm, uint32_t blkaddr, void *buf)
+{
+    int err = blk_read(sm->fs->dev, (uint64_t)blkaddr * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
+    if (err)
+        log_err("reading block %u failed: %s", blkaddr, strerror(-err));
+    return err;
+}
+
+/* Compact data summaries: NAT journal, SIT journal, then the entries of hot, warm and cold
+ * data, 7 bytes each, continuing in the next block when the footer area would be reached
+ * (read_compacted_summaries). */
+static int read_compacted(struct seg_manager *sm, uint8_t *buf, uint32_t first, uint32_t last,
+                          struct f2fs_journal *sit_journal)
+{
+    uint32_t blk = first;
+    int err = read_block(sm, blk, buf);
+    if (err)
+        return err;
+    memcpy(sit_journal, buf + SUM_JOURNAL_SIZE, SUM_JOURNAL_SIZE);
+    size_t off = 2 * SUM_JOURNAL_SIZE;
+    for (int t = LOG_HOT_DATA; t <= LOG_COLD_DATA; t++) {
+        struct log_state *lg = &sm->logs[t];
+        unsigned n = log_sum_entries(lg);
+        for (unsigned j = 0; j < n; j++) {
+            if (off + sizeof(struct f2fs_summary) > F2FS_BLKSIZE - SUM_FOOTER_SIZE) {
+                if (++blk > last)
+                    return fs_corrupt(sm->fs, "checkpoint: compact summaries run past the "
+                                              "summary area of the pack");
+                err = read_block(sm, blk, buf);
+                if (err)
+                    return err;
+                off = 0;
+            }
+            memcpy(&lg->sum->entries[j], buf + off, sizeof(struct f2fs_summary));
+            off += sizeof(struct f2fs_summary);
+        }
+    }
+    return 0;
+}
+
+/* Node summaries without a copy in the pack: each written block of a node log names its
+ * nid in its footer (f2fs_restore_node_summary). */
+static int restore_node_summary(struct seg_manager *sm, enum log_type t)
+{
+    struct log_state *lg = &sm->logs[t];
+    unsigned n = log_sum_entries(lg);
+    if (n == 0)
+        return 0;
+    uint8_t *buf = blk_alloc_buf((size_t)n * F2FS_BLKSIZE);
+    if (!buf)
+        return -ENOMEM;
+    uint32_t start = sm->main_blkaddr + lg->segno * BLKS;
+    int err = blk_read(sm->fs->dev, (uint64_t)start * F2FS_BLKSIZE, buf,
+                       (size_t)n * F2FS_BLKSIZE);
+    if (err) {
+        log_err("reading node segment %u failed: %s", lg->segno, strerror(-err));
+        free(buf);
+        return err;
+    }
+    for (unsigned j = 0; j < n; j++) {
+        const struct f2fs_node *node = (const void *)(buf + (size_t)j * F2FS_BLKSIZE);
+        lg->sum->entries[j].nid = node->footer.nid;
+        lg->sum->entries[j].version = 0;
+        lg->sum->entries[j].ofs_in_node = 0;
+    }
+    free(buf);
+    return 0;
+}
+
+static int load_summaries(struct seg_manager *sm)
+{
+    struct f2fuse *fs = sm->fs;
+    const struct f2fs_checkpoint *cp = fs->cp;
+    uint32_t flags = le32(cp->ckpt_flags);
+    uint32_t total = le32(cp->cp_pack_total_block_count);
+    uint32_t start_sum = le32(cp->cp_pack_start_sum);
+    bool node_sums = flags & (CP_UMOUNT_FLAG | CP_FASTBOOT_FLAG);
+    uint32_t nr = node_sums ? 6 : 3;
+    uint32_t pack = fs->cp_start;
+
+    uint8_t *buf = blk_alloc_buf(F2FS_BLKSIZE);
+    struct f2fs_journal *sit_journal = malloc(sizeof(*sit_journal));
+    int err = -ENOMEM;
+    if (!buf || !sit_journal)
+        goto out;
+
+    if (total < 2 + (node_sums ? 3 : 0) + 1 || start_sum < 1 ||
+        start_sum > total - 2 - (node_sums ? 3 : 0)) {
+        err = fs_corrupt(fs, "checkpoint: pack of %u blocks, summaries at %u, cannot hold "
+                             "its summaries", total, start_sum);
+        goto out;
+    }
+
+    if (flags & CP_COMPACT_SUM_FLAG) {
+        uint32_t last = pack + total - 2 - (node_sums ? 3 : 0);
+        err = read_compacted(sm, buf, pack + start_sum, last, sit_journal);
+        if (err)
+            goto out;
+    } else {
+        if (total < nr + 2) {
+            err = fs_corrupt(fs, "checkpoint: pack of %u blocks cannot hold %u summaries",
+                             total, nr);
+            goto out;
+        }
+        for (int t = LOG_HOT_DATA; t <= LOG_COLD_DATA; t++) {
+            err = read_block(sm, pack + total - (nr + 1) + (uint32_t)t, buf);
+            if (err)
+                goto out;
+            const struct f2fs_summary_block *sb = (const void *)buf;
+            memcpy(sm->logs[t].sum->entries, sb->entries, sizeof(sb->entries));
+            if (t == LOG_COLD_DATA)
+                memcpy(sit_journal, &sb->journal, sizeof(*sit_journal));
+        }
+    }
+
+    for (int t = LOG_HOT_NODE; t <= LOG_COLD_NODE; t++) {
+        if (node_sums) {
+            err = read_block(sm, pack + total - 4 + (uint32_t)(t - LOG_HOT_NODE), buf);
+            if (err)
+                goto out;
+            const struct f2fs_summary_block *sb = (const void *)buf;
+            memcpy(sm->logs[t].sum->entries, sb->entries, sizeof(sb->entries));
+        } else {
+            err = restore_node_summary(sm, (enum log_type)t);
+            if (err)
+                goto out;
+        }
+    }
+
+    /* Entries past the write position of an LFS log describe nothing. */
+    for (int t = 0; t < LOG_COUNT; t++) {
+        struct log_state *lg = &sm->logs[t];
+        unsigned n = log_sum_entries(lg);
+        memset(&lg->sum->entries[n], 0, (BLKS - n) * sizeof(struct f2fs_summary));
+        summary_footer_set(lg->sum, (enum log_type)t);
+    }
+
+    err = apply_sit_journal(sm, sit_journal);
+out:
+    free(buf);
+    free(sit_journal);
+    return err;
+}
+
+static int load_logs(struct seg_manager *sm)
+{
+    const struct f2fs_checkpoint *cp = sm->fs->cp;
+    for (int t = 0; t < LOG_COUNT; t++) {
+        struct log_state *lg = &sm->logs[t];
+        uint32_t segno;
+        uint16_t blkoff;
+        if (log_is_node((enum log_type)t)) {
+            segno = le32(cp->cur_node_segno[t - LOG_HOT_NODE]);
+            blkoff = le16(cp->cur_node_blkoff[t - LOG_HOT_NODE]);
+        } else {
+            segno = le32(cp->cur_data_segno[t]);
+            blkoff = le16(cp->cur_data_blkoff[t]);
+        }
+        if (segno >= sm->main_segs || blkoff > BLKS)
+            return fs_corrupt(sm->fs, "checkpoint: log %d at segment %u block %u (of %u "
+                                      "segments)", t, segno, blkoff, sm->main_segs);
+        for (int u = 0; u < t; u++)
+            if (sm->logs[u].segno == segno)
+                return fs_corrupt(sm->fs, "checkpoint: logs %d and %d share segment %u", u, t,
+                                  segno);
+        lg->segno = segno;
+        lg->next_blkoff = blkoff;
+        lg->alloc_type = cp->alloc_type[t] == ALLOC_SSR ? ALLOC_SSR : ALLOC_LFS;
+        if (cp->alloc_type[t] > ALLOC_SSR)
+            return fs_corrupt(sm->fs, "checkpoint: log %d has allocation type %u", t,
+                              cp->alloc_type[t]);
+        lg->must_move = lg->alloc_type == ALLOC_SSR || blkoff == BLKS;
+    }
+    return 0;
+}
+
+/* Cross-checks the loaded SIT against the checkpoint and the logs. */
+static int check_loaded(struct seg_manager *sm)
+{
+    struct f2fuse *fs = sm->fs;
+    uint64_t node_blocks = 0, all = 0;
+    for (uint32_t s = 0; s < sm->main_segs; s++) {
+        all += sm->se[s].valid;
+        if (log_is_node((enum log_type)sm->se[s].type))
+            node_blocks += sm->se[s].valid;
+    }
+    if (all > le64(fs->cp->valid_block_count))
+        return fs_corrupt(fs, "SIT: %llu valid blocks, checkpoint says %llu",
+                          (unsigned long long)all,
+                          (unsigned long long)le64(fs->cp->valid_block_count));
+    if (node_blocks != le32(fs->cp->valid_node_count))
+        return fs_corrupt(fs, "SIT: %llu valid node blocks, checkpoint says %u nodes",
+                          (unsigned long long)node_blocks, le32(fs->cp->valid_node_count));
+    for (int t = 0; t < LOG_COUNT; t++) {
+        const struct log_state *lg = &sm->logs[t];
+        const struct seg_entry *e = &sm->se[lg->segno];
+        if (lg->alloc_type != ALLOC_LFS)
+            continue;
+        for (unsigned b = lg->next_blkoff; b < BLKS; b++)
+            if (f2fs_test_bit(b, e->map))
+                return fs_corrupt(fs, "log %d: block %u of its segment %u is valid but lies "
+                                      "past the write position %u", t, b, lg->segno,
+                                  lg->next_blkoff);
+    }
+    sm->valid_blocks = all;
+    return 0;
+}
+
+void seg_destroy(struct seg_manager *sm)
+{
+    if (!sm)
+        return;
+    pthread_mutex_destroy(&sm->lock);
+    free(sm->se);
+    free(sm->free_map);
+    free(sm->prefree_map);
+    free(sm->changed_map);
+    free(sm->sit_dirty);
+    free(sm->committed_bitmap);
+    free(sm->sit_bitmap);
+    free(sm->sum_mem);
+    free(sm);
+}
+
+int seg_load(struct f2fuse *fs, struct seg_manager **out)
+{
+    const struct f2fs_super_block *sb = &fs->sb;
+    const struct f2fs_checkpoint *cp = fs->cp;
+    uint32_t flags = le32(cp->ckpt_flags);
+    if (le32(sb->cp_payload) > 0 || (flags & CP_LARGE_NAT_BITMAP_FLAG)) {
+        log_err("read-write mounting is not supported with %s: the SIT bitmap does not sit "
+                "in the checkpoint block", le32(sb->cp_payload) > 0 ? "cp_payload blocks"
+                                                                    : "a large NAT bitmap");
+        return -EOPNOTSUPP;
+    }
+
+    struct seg_manager *sm = calloc(1, sizeof(*sm));
+    if (!sm)
+        return -ENOMEM;
+    pthread_mutex_init(&sm->lock, NULL);
+    sm->fs = fs;
+    sm->main_segs = le32(sb->segment_count_main);
+    sm->main_blkaddr = le32(sb->main_blkaddr);
+    sm->sit_blkaddr = le32(sb->sit_blkaddr);
+    sm->sit_copy_blocks = le32(sb->segment_count_sit) / 2 * BLKS;
+    sm->sit_blk_cnt = (sm->main_segs + SIT_ENTRY_PER_BLOCK - 1) / SIT_ENTRY_PER_BLOCK;
+    sm->ssa_blkaddr = le32(sb->ssa_blkaddr);
+    sm->sit_bitmap_bytes = sm->sit_copy_blocks / 8;
+    sm->elapsed_base = le64(cp->elapsed_time);
+    sm->mono_base = mono_seconds();
+
+    int err;
+    if (sm->main_segs == 0 || sm->sit_blk_cnt > sm->sit_copy_blocks ||
+        le32(cp->sit_ver_bitmap_bytesize) != sm->sit_bitmap_bytes ||
+        offsetof(struct f2fs_checkpoint, sit_nat_version_bitmap) + sm->sit_bitmap_bytes >
+            le32(cp->checksum_offset) ||
+        le32(sb->segment_count_ssa) * BLKS < sm->main_segs) {
+        err = fs_corrupt(fs, "SIT/SSA geometry: %u main segments, %u SIT blocks per copy, "
+                             "SIT bitmap of %u bytes", sm->main_segs, sm->sit_copy_blocks,
+                         le32(cp->sit_ver_bitmap_bytesize));
+        goto fail;
+    }
+
+    size_t seg_words = (sm->main_segs + 63) / 64;
+    size_t sit_words = (sm->sit_blk_cnt + 63) / 64;
+    err = -ENOMEM;
+    sm->se = calloc(sm->main_segs, sizeof(*sm->se));
+    sm->free_map = calloc(seg_words, sizeof(uint64_t));
+    sm->prefree_map = calloc(seg_words, sizeof(uint64_t));
+    sm->changed_map = calloc(seg_words, sizeof(uint64_t));
+    sm->sit_dirty = calloc(sit_words, sizeof(uint64_t));
+    sm->committed_bitmap = malloc(sm->sit_bitmap_bytes);
+    sm->sit_bitmap = malloc(sm->sit_bitmap_bytes);
+    sm->sum_mem = blk_alloc_buf((size_t)LOG_COUNT * F2FS_BLKSIZE);
+    if (!sm->se || !sm->free_map || !sm->prefree_map || !sm->changed_map || !sm->sit_dirty ||
+        !sm->committed_bitmap || !sm->sit_bitmap || !sm->sum_mem)
+        goto fail;
+    memset(sm->sum_mem, 0, (size_t)LOG_COUNT * F2FS_BLKSIZE);
+    for (int t = 0; t < LOG_COUNT; t++)
+        sm->logs[t].sum = (void *)((uint8_t *)sm->sum_mem + (size_t)t * F2FS_BLKSIZE);
+    memcpy(sm->committed_bitmap, cp->sit_nat_version_bitmap, sm->sit_bitmap_bytes);
+    memcpy(sm->sit_bitmap, cp->sit_nat_version_bitmap, sm->sit_bitmap_bytes);
+    for (uint32_t s = 0; s < sm->main_segs; s++)
+        sm->se[s].log = NO_LOG;
+
+    err = load_sit_blocks(sm);
+    if (!err)
+        err = load_logs(sm);
+    if (!err)
+        err = load_summaries(sm);
+    if (!err)
+        err = check_loaded(sm);
+    if (err)
+        goto fail;
+
+    for (int t = 0; t < LOG_COUNT; t++) {
+        struct seg_entry *e = &sm->se[sm->logs[t].segno];
+        e->log = (int8_t)t;
+        if (e->type != t) {
+            e->type = (uint8_t)t;
+            seg_mark_dirty(sm, sm->logs[t].segno);
+        }
+    }
+    for (uint32_t s = 0; s < sm->main_segs; s++) {
+        struct seg_entry *e = &sm->se[s];
+        memcpy(e->ckpt_map, e->map, SIT_VBLOCK_MAP_SIZE);
+        e->ckpt_valid = e->valid;
+        seg_update_state(sm, s);
+    }
+    *out = sm;
+    return 0;
+fail:
+    seg_destroy(sm);
+    return err;
+}
+
+/* ---- allocation ------------------------------------------------------------------------ */
+
+/* Leaves the current segment of log t for a free one, writing the old one's summary. */
+static int log_move(struct seg_manager *sm, enum log_type t)
+{
+    uint32_t newseg = pick_new_segment(sm, t);
+    if (newseg == UINT32_MAX) {
+        sm->st_enospc++;
+        return -ENOSPC;
+    }
+    int err = write_ssa(sm, t);
+    if (err)
+        return err;
+    log_switch(sm, t, newseg);
+    return 0;
+}
+
+int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
+                    uint32_t *blkaddr)
+{
+    if ((unsigned)type >= LOG_COUNT || !sum || !blkaddr)
+        return -EINVAL;
+    pthread_mutex_lock(&sm->lock);
+    struct log_state *lg = &sm->logs[type];
+    int err = 0;
+    if (lg->must_move) {
+        err = log_move(sm, type);
+        if (err)
+            goto out;
+    }
+    uint32_t segno = lg->segno;
+    unsigned off = lg->next_blkoff;
+    struct seg_entry *e = &sm->se[segno];
+    if (f2fs_test_bit(off, e->map) || f2fs_test_bit(off, e->ckpt_map)) {
+        err = fs_corrupt(sm->fs, "log %d: next block %u of segment %u is not free", type, off,
+                         segno);
+        goto out;
+    }
+    bool last = off == BLKS - 1;
+    uint32_t newseg = UINT32_MAX;
+    if (last) {
+        /* the log must be able to move on: a checkpoint never records a full segment */
+        newseg = pick_new_segment(sm, type);
+        if (newseg == UINT32_MAX) {
+            sm->st_enospc++;
+            err = -ENOSPC;
+            goto out;
+        }
+    }
+    lg->sum->entries[off] = *sum;
+    if (last) {
+        err = write_ssa(sm, type);
+        if (err) {
+            memset(&lg->sum->entries[off], 0, sizeof(struct f2fs_summary));
+            goto out;
+        }
+    }
+    f2fs_set_bit(off, e->map);
+    e->valid++;
+    e->mtime = seg_now(sm);
+    sm->valid_blocks++;
+    seg_mark_dirty(sm, segno);
+    bm_set(sm->changed_map, segno);
+    lg->next_blkoff = (uint16_t)(off + 1);
+    sm->st_alloc[type]++;
+    *blkaddr = sm->main_blkaddr + segno * BLKS + off;
+    if (last)
+        log_switch(sm, type, newseg);
+out:
+    pthread_mutex_unlock(&sm->lock);
+    return err;
+}
+
+void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr)
+{
+    if (blkaddr == NULL_ADDR || blkaddr == NEW_ADDR)
+        return;
+    pthread_mutex_lock(&sm->lock);
+    uint64_t rel = (uint64_t)blkaddr - sm->main_blkaddr;
+    if (blkaddr < sm->main_blkaddr || rel >= (uint64_t)sm->main_segs * BLKS) {
+        fs_corrupt(sm->fs, "invalidating block %u outside the main area", blkaddr);
+        goto out;
+    }
+    uint32_t segno = (uint32_t)(rel / BLKS);
+    unsigned off = (unsigned)(rel % BLKS);
+    struct seg_entry *e = &sm->se[segno];
+    if (!f2fs_test_bit(off, e->map)) {
+        fs_corrupt(sm->fs, "invalidating block %u, which is not in use", blkaddr);
+        goto out;
+    }
+    f2fs_clear_bit(off, e->map);
+    e->valid--;
+    sm->valid_blocks--;
+    seg_mark_dirty(sm, segno);
+    bm_set(sm->changed_map, segno);
+    seg_update_state(sm, segno);
+out:
+    pthread_mutex_unlock(&sm->lock);
+}
+
+bool seg_block_valid(struct seg_manager *sm, uint32_t blkaddr)
+{
+    bool valid = false;
+    pthread_mutex_lock(&sm->lock);
+    uint64_t rel = (uint64_t)blkaddr - sm->main_blkaddr;
+    if (blkaddr >= sm->main_blkaddr && rel < (uint64_t)sm->main_segs * BLKS)
+        valid = f2fs_test_bit((unsigned)(rel % BLKS), sm->se[rel / BLKS].map);
+    pthread_mutex_unlock(&sm->lock);
+    return valid;
+}
+
+uint64_t seg_valid_blocks(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t n = sm->valid_blocks;
+    pthread_mutex_unlock(&sm->lock);
+    return n;
+}
+
+uint32_t seg_free_segments(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint32_t n = sm->free_segs;
+    pthread_mutex_unlock(&sm->lock);
+    return n;
+}
+
+uint32_t seg_prefree_segments(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint32_t n = sm->prefree_segs;
+    pthread_mutex_unlock(&sm->lock);
+    return n;
+}
+
+void seg_set_data_reserve(struct seg_manager *sm, uint32_t segs)
+{
+    pthread_mutex_lock(&sm->lock);
+    sm->data_reserve = segs;
+    pthread_mutex_unlock(&sm->lock);
+}
+
+/* ---- checkpoint ------------------------------------------------------------------------ */
+
+int seg_flush_sit(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    int err = -ENOMEM;
+    uint32_t *addrs = malloc(sizeof(*addrs) * IO_BATCH);
+    uint32_t *blks = malloc(sizeof(*blks) * IO_BATCH);
+    uint8_t *buf = blk_alloc_buf((size_t)IO_BATCH * F2FS_BLKSIZE);
+    if (!addrs || !blks || !buf)
+        goto out;
+    uint32_t b = bm_next(sm->sit_dirty, sm->sit_blk_cnt, 0);
+    while (b < sm->sit_blk_cnt) {
+        unsigned m = 0;
+        for (; b < sm->sit_blk_cnt && m < IO_BATCH; b = bm_next(sm->sit_dirty, sm->sit_blk_cnt,
+                                                                b + 1)) {
+            uint8_t *blk = buf + (size_t)m * F2FS_BLKSIZE;
+            memset(blk, 0, F2FS_BLKSIZE);
+            struct f2fs_sit_entry *ents = (void *)blk;
+            for (unsigned j = 0; j < SIT_ENTRY_PER_BLOCK; j++) {
+                uint32_t s = b * SIT_ENTRY_PER_BLOCK + j;
+                if (s >= sm->main_segs)
+                    break;
+                entry_to_raw(&sm->se[s], &ents[j]);
+            }
+            bool alt = !f2fs_test_bit(b, sm->committed_bitmap);
+            addrs[m] = sm->sit_blkaddr + b + (alt ? sm->sit_copy_blocks : 0);
+            blks[m] = b;
+            m++;
+        }
+        err = io_blocks(sm, BLK_WRITE, addrs, buf, m);
+        if (err) {
+            log_err("writing SIT blocks failed: %s", strerror(-err));
+            goto out;
+        }
+        for (unsigned i = 0; i < m; i++) {
+            if (f2fs_test_bit(blks[i], sm->committed_bitmap))
+                f2fs_clear_bit(blks[i], sm->sit_bitmap);
+            else
+                f2fs_set_bit(blks[i], sm->sit_bitmap);
+            bm_clear(sm->sit_dirty, blks[i]);
+        }
+        sm->st_sit_writes += m;
+    }
+    err = 0;
+out:
+    pthread_mutex_unlock(&sm->lock);
+    free(addrs);
+    free(blks);
+    free(buf);
+    return err;
+}
+
+void seg_fill_checkpoint(struct seg_manager *sm, struct f2fs_checkpoint *cp)
+{
+    pthread_mutex_lock(&sm->lock);
+    for (int i = 0; i < MAX_ACTIVE_NODE_LOGS; i++) {
+        /* unused slots as mkfs.f2fs writes them */
+        cp->cur_node_segno[i] = htole32(0xFFFFFFFFu);
+        cp->cur_node_blkoff[i] = 0;
+        cp->cur_data_segno[i] = htole32(0xFFFFFFFFu);
+        cp->cur_data_blkoff[i] = 0;
+    }
+    memset(cp->alloc_type, 0, sizeof(cp->alloc_type));
+    for (int t = 0; t < LOG_COUNT; t++) {
+        const struct log_state *lg = &sm->logs[t];
+        if (log_is_node((enum log_type)t)) {
+            cp->cur_node_segno[t - LOG_HOT_NODE] = htole32(lg->segno);
+            cp->cur_node_blkoff[t - LOG_HOT_NODE] = htole16(lg->next_blkoff);
+        } else {
+            cp->cur_data_segno[t] = htole32(lg->segno);
+            cp->cur_data_blkoff[t] = htole16(lg->next_blkoff);
+        }
+        cp->alloc_type[t] = lg->alloc_type;
+    }
+    /* Once this checkpoint commits, prefree segments are free: count them (fsck counts
+     * every non-current segment without valid blocks). */
+    cp->free_segment_count = htole32(sm->free_segs + sm->prefree_segs);
+    cp->sit_ver_bitmap_bytesize = htole32(sm->sit_bitmap_bytes);
+    cp->elapsed_time = htole64(seg_now(sm));
+    memcpy(cp->sit_nat_version_bitmap, sm->sit_bitmap, sm->sit_bitmap_bytes);
+    pthread_mutex_unlock(&sm->lock);
+}
+
+void seg_write_summaries(struct seg_manager *sm, uint8_t *blocks, bool with_node)
+{
+    pthread_mutex_lock(&sm->lock);
+    int n = with_node ? LOG_COUNT : LOG_HOT_NODE;
+    for (int t = 0; t < n; t++) {
+        struct f2fs_summary_block *out = (void *)(blocks + (size_t)t * F2FS_BLKSIZE);
+        memcpy(out->entries, sm->logs[t].sum->entries, sizeof(out->entries));
+        summary_footer_set(out, (enum log_type)t);
+    }
+    pthread_mutex_unlock(&sm->lock);
+}
+
+void seg_checkpoint_done(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    for (uint32_t s = bm_next(sm->changed_map, sm->main_segs, 0); s < sm->main_segs;
+         s = bm_next(sm->changed_map, sm->main_segs, s + 1)) {
+        struct seg_entry *e = &sm->se[s];
+        memcpy(e->ckpt_map, e->map, SIT_VBLOCK_MAP_SIZE);
+        e->ckpt_valid = e->valid;
+        bm_clear(sm->changed_map, s);
+        seg_update_state(sm, s); /* prefree → free */
+    }
+    memcpy(sm->committed_bitmap, sm->sit_bitmap, sm->sit_bitmap_bytes);
+    pthread_mutex_unlock(&sm->lock);
+}
+
+void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
+{
+    static const char *const names[LOG_COUNT] = {
+        "seg.alloc.hot_data", "seg.alloc.warm_data", "seg.alloc.cold_data",
+        "seg.alloc.hot_node", "seg.alloc.warm_node", "seg.alloc.cold_node"};
+    pthread_mutex_lock(&sm->lock);
+    uint64_t v[] = {sm->free_segs, sm->prefree_segs, sm->valid_blocks, sm->st_ssa_writes,
+                    sm->st_sit_writes, sm->st_new_segments, sm->st_enospc};
+    uint64_t alloc[LOG_COUNT];
+    memcpy(alloc, sm->st_alloc, sizeof(alloc));
+    pthread_mutex_unlock(&sm->lock);
+    emit(sink, "seg.free", v[0]);
+    emit(sink, "seg.prefree", v[1]);
+    emit(sink, "seg.valid_blocks", v[2]);
+    for (int t = 0; t < LOG_COUNT; t++)
+        emit(sink, names[t], alloc[t]);
+    emit(sink, "seg.ssa_writes", v[3]);
+    emit(sink, "seg.sit_blocks_written", v[4]);
+    emit(sink, "seg.new_segments", v[5]);
+    emit(sink, "seg.enospc", v[6]);
+}
