@@ -2,8 +2,8 @@
  *
  * One struct f2fuse is one opened image; all its state hangs off it, so a process may
  * open several images.  Functions return 0 (or a byte count) on success and -errno on
- * failure; a corrupt image yields -EIO (or -EUCLEAN for a refused mount) plus a log line
- * that says what is wrong.  Inode numbers are f2fs inode numbers (the root is
+ * failure; a corrupt image yields -EIO (-EUCLEAN when the damage refuses the mount, and
+ * -EOPNOTSUPP for features f2fuse does not support) plus a log line that says what is wrong.  Inode numbers are f2fs inode numbers (the root is
  * f2fuse_root_ino()).  Every function is safe to call from several threads at once. */
 #ifndef F2FUSE_H
 #define F2FUSE_H
@@ -25,7 +25,8 @@ struct f2fuse_options {
     const char *backend;   /* block backend: "uring" (default) or "psync" */
     unsigned queue_depth;  /* io_uring queue depth (default 64) */
     uint64_t cache_size;   /* page cache budget in bytes (default 64 MiB) */
-    bool read_only;        /* open without writing anything */
+    bool read_only;        /* open without writing anything (default) */
+    unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
 };
 
 void f2fuse_options_init(struct f2fuse_options *opts);
@@ -64,7 +65,8 @@ int f2fuse_lookup(struct f2fuse *fs, uint32_t dir_ino, const char *name, size_t 
  * the listing after this entry.  Return non-zero to stop. */
 typedef int (*f2fuse_dirent_fn)(void *arg, const char *name, size_t namelen, uint32_t ino,
                                 unsigned type, uint64_t next_cookie);
-/* Lists dir_ino from cookie (0 = start).  Returns 0 or -errno. */
+/* Lists dir_ino from cookie (0 = start).  Returns 0 or -errno.  fn runs with the
+ * directory locked: it must not call back into this f2fuse. */
 int f2fuse_readdir(struct f2fuse *fs, uint32_t dir_ino, uint64_t cookie, f2fuse_dirent_fn fn,
                    void *arg);
 
@@ -79,6 +81,67 @@ ssize_t f2fuse_getxattr(struct f2fuse *fs, uint32_t ino, const char *name, void 
 ssize_t f2fuse_listxattr(struct f2fuse *fs, uint32_t ino, char *list, size_t size);
 
 int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st);
+
+/* ---- writing (a mount opened with read_only = false) ----
+ * Every change is in memory until the next checkpoint, which makes it durable: at
+ * f2fuse_sync, f2fuse_fsync, every checkpoint_interval seconds, when memory or free space
+ * runs short, and at f2fuse_close. */
+
+/* Creates a regular file, device node, fifo or socket (mode's type bits; 0 = regular). */
+int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen,
+                 uint32_t mode, uint64_t rdev, uint32_t uid, uint32_t gid,
+                 struct f2fuse_attr *attr);
+int f2fuse_mkdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen,
+                 uint32_t mode, uint32_t uid, uint32_t gid, struct f2fuse_attr *attr);
+int f2fuse_symlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen,
+                   const char *target, uint32_t uid, uint32_t gid, struct f2fuse_attr *attr);
+int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name,
+                size_t namelen, struct f2fuse_attr *attr);
+int f2fuse_unlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen);
+int f2fuse_rmdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen);
+
+#define F2FUSE_RENAME_NOREPLACE 1u /* as RENAME_NOREPLACE */
+#define F2FUSE_RENAME_EXCHANGE 2u  /* as RENAME_EXCHANGE */
+int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
+                  uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags);
+
+/* An inode open through the caller (a FUSE open file) outlives its last name until
+ * f2fuse_release; a crash in between leaves an orphan that the next mount frees. */
+int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino);
+int f2fuse_release(struct f2fuse *fs, uint32_t ino);
+
+/* Writes size bytes at off (past the end: the gap reads as zeros); returns size or -errno. */
+ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off);
+
+#define F2FUSE_SET_MODE  (1u << 0)
+#define F2FUSE_SET_UID   (1u << 1)
+#define F2FUSE_SET_GID   (1u << 2)
+#define F2FUSE_SET_SIZE  (1u << 3)
+#define F2FUSE_SET_ATIME (1u << 4)
+#define F2FUSE_SET_MTIME (1u << 5)
+#define F2FUSE_SET_CTIME (1u << 6)
+struct f2fuse_setattr {
+    unsigned valid; /* F2FUSE_SET_* */
+    uint32_t mode;  /* permission bits only */
+    uint32_t uid, gid;
+    uint64_t size;
+    struct timespec atime, mtime, ctime;
+};
+int f2fuse_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *sa,
+                   struct f2fuse_attr *attr);
+
+/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE. */
+int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint64_t len);
+
+/* flags: 0, XATTR_CREATE or XATTR_REPLACE (as setxattr(2)). */
+int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
+                    size_t size, int flags);
+int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name);
+
+/* Makes everything written so far durable (a checkpoint).  fsync of one inode does the
+ * same for now. */
+int f2fuse_sync(struct f2fuse *fs);
+int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync);
 
 /* Reports every counter of the mount (block layer, cache, file system), one call each. */
 typedef void (*f2fuse_stat_fn)(void *arg, const char *name, uint64_t value);

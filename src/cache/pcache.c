@@ -310,10 +310,15 @@ bool pcache_over_budget(struct pcache *c)
     return over;
 }
 
-void pcache_forget(struct pcache *c, enum page_space space, uint64_t key)
+static void drop(struct pcache *c, enum page_space space, uint64_t key, bool even_dirty)
 {
     pthread_mutex_lock(&c->lock);
     struct page *p = hash_find(c, space, key);
+    if (p && p->dirty && even_dirty) {
+        p->dirty = false;
+        list_unlink(p);
+        c->ndirty[p->space]--;
+    }
     if (p && !p->dirty) {
         hash_remove(c, p);
         c->pages--;
@@ -324,6 +329,16 @@ void pcache_forget(struct pcache *c, enum page_space space, uint64_t key)
         /* else: the last pcache_put sees it is out of the table and frees it */
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+void pcache_forget(struct pcache *c, enum page_space space, uint64_t key)
+{
+    drop(c, space, key, false);
+}
+
+void pcache_discard(struct pcache *c, enum page_space space, uint64_t key)
+{
+    drop(c, space, key, true);
 }
 
 void pcache_shrink(struct pcache *c)

@@ -61,8 +61,11 @@ size_t pcache_dirty_count(struct pcache *cache, enum page_space space);
 bool pcache_over_budget(struct pcache *cache);
 
 /* Drops (space, key) from the cache: the next get reads it again.  A holder of a reference
- * keeps its copy.  Must not be dirty. */
+ * keeps its copy.  A dirty page is left alone. */
 void pcache_forget(struct pcache *cache, enum page_space space, uint64_t key);
+/* Like pcache_forget, but also throws away a dirty page (its content is no longer wanted:
+ * a truncated block, a freed node). */
+void pcache_discard(struct pcache *cache, enum page_space space, uint64_t key);
 
 /* Drops every unreferenced page (tests; memory pressure). */
 void pcache_shrink(struct pcache *cache);

@@ -8,6 +8,9 @@
 #include "core/fs.h"
 #include "util/crc.h"
 
+/* A damaged checkpoint refuses the mount (EUCLEAN), unlike damage met later (EIO). */
+#define CP_CORRUPT(fs, ...) (fs_corrupt(fs, __VA_ARGS__), -EUCLEAN)
+
 /* One candidate pack: its first block plus the payload blocks, read contiguously because
  * the version bitmaps may continue into the payload. */
 struct pack {
@@ -27,7 +30,10 @@ static bool cp_block_valid(const uint8_t *blk, uint64_t *ver, char *why, size_t 
     }
     uint32_t stored;
     memcpy(&stored, blk + crc_off, sizeof(stored));
+    /* With the large NAT bitmap the checksum sits early and covers the rest of the block. */
     uint32_t crc = f2fs_crc32(F2FS_SUPER_MAGIC, blk, crc_off);
+    if (crc_off + sizeof(stored) < F2FS_BLKSIZE)
+        crc = f2fs_crc32(crc, blk + crc_off + sizeof(stored), F2FS_BLKSIZE - crc_off - sizeof(stored));
     if (crc != le32(stored)) {
         snprintf(why, n, "checksum mismatch (stored 0x%08x, computed 0x%08x)", le32(stored), crc);
         return false;
@@ -100,26 +106,26 @@ static int cp_sane(struct f2fuse *fs)
 
     if (le64(cp->user_block_count) == 0 || le64(cp->user_block_count) > main_blocks ||
         le64(cp->valid_block_count) > le64(cp->user_block_count))
-        return fs_corrupt(fs, "checkpoint: bad block counts (user %llu, valid %llu, main %llu)",
+        return CP_CORRUPT(fs, "checkpoint: bad block counts (user %llu, valid %llu, main %llu)",
                           (unsigned long long)le64(cp->user_block_count),
                           (unsigned long long)le64(cp->valid_block_count),
                           (unsigned long long)main_blocks);
     for (int i = 0; i < 3; i++) {
         if (le32(cp->cur_node_segno[i]) >= main_segs || le32(cp->cur_data_segno[i]) >= main_segs ||
-            le16(cp->cur_node_blkoff[i]) > F2FS_BLOCKS_PER_SEG ||
-            le16(cp->cur_data_blkoff[i]) > F2FS_BLOCKS_PER_SEG)
-            return fs_corrupt(fs, "checkpoint: current segment %d out of range", i);
+            le16(cp->cur_node_blkoff[i]) >= F2FS_BLOCKS_PER_SEG ||
+            le16(cp->cur_data_blkoff[i]) >= F2FS_BLOCKS_PER_SEG)
+            return CP_CORRUPT(fs, "checkpoint: current segment %d out of range", i);
     }
     uint32_t sit_bytes = le32(sb->segment_count_sit) / 2 * F2FS_BLOCKS_PER_SEG / 8;
     uint32_t nat_bytes = fs->nat_blocks / 8;
     if (le32(cp->sit_ver_bitmap_bytesize) != sit_bytes ||
         le32(cp->nat_ver_bitmap_bytesize) != nat_bytes)
-        return fs_corrupt(fs, "checkpoint: version bitmap sizes %u/%u, expected %u/%u",
+        return CP_CORRUPT(fs, "checkpoint: version bitmap sizes %u/%u, expected %u/%u",
                           le32(cp->sit_ver_bitmap_bytesize), le32(cp->nat_ver_bitmap_bytesize),
                           sit_bytes, nat_bytes);
     uint32_t start_sum = le32(cp->cp_pack_start_sum);
     if (start_sum < 1 + payload || start_sum >= total - 1)
-        return fs_corrupt(fs, "checkpoint: summary start %u outside the pack of %u blocks",
+        return CP_CORRUPT(fs, "checkpoint: summary start %u outside the pack of %u blocks",
                           start_sum, total);
 
     /* Where the NAT version bitmap lives depends on the flags and the payload. */
@@ -132,7 +138,7 @@ static int cp_sane(struct f2fuse *fs)
     /* Without the large-bitmap flag the bitmap must end before the checksum. */
     size_t limit = (flags & CP_LARGE_NAT_BITMAP_FLAG) ? area : le32(cp->checksum_offset);
     if (off + nat_bytes > limit)
-        return fs_corrupt(fs, "checkpoint: NAT bitmap of %u bytes does not fit", nat_bytes);
+        return CP_CORRUPT(fs, "checkpoint: NAT bitmap of %u bytes does not fit", nat_bytes);
     fs->nat_bitmap = (const uint8_t *)fs->cp_block + off;
     fs->nat_bitmap_bytes = nat_bytes;
     return 0;
@@ -153,7 +159,7 @@ static int nat_journal_load(struct f2fuse *fs)
     } else {
         uint32_t nr = (flags & (CP_UMOUNT_FLAG | CP_FASTBOOT_FLAG)) ? 6 : 3;
         if (total < nr + 2)
-            return fs_corrupt(fs, "checkpoint: pack of %u blocks cannot hold %u summaries",
+            return CP_CORRUPT(fs, "checkpoint: pack of %u blocks cannot hold %u summaries",
                               total, nr);
         blk = fs->cp_start + total - (nr + 1);
         journal_off = offsetof(struct f2fs_summary_block, journal);
@@ -171,11 +177,11 @@ static int nat_journal_load(struct f2fuse *fs)
     free(buf);
     unsigned n = le16(journal.n_entries);
     if (n > NAT_JOURNAL_ENTRIES)
-        return fs_corrupt(fs, "checkpoint: NAT journal claims %u entries (max %d)", n,
+        return CP_CORRUPT(fs, "checkpoint: NAT journal claims %u entries (max %d)", n,
                           NAT_JOURNAL_ENTRIES);
     for (unsigned i = 0; i < n; i++) {
         if (le32(journal.nat.entries[i].nid) >= fs->max_nid)
-            return fs_corrupt(fs, "checkpoint: NAT journal entry %u names nid %u out of range",
+            return CP_CORRUPT(fs, "checkpoint: NAT journal entry %u names nid %u out of range",
                               i, le32(journal.nat.entries[i].nid));
         fs->nat_journal[i] = journal.nat.entries[i];
     }
@@ -212,7 +218,142 @@ int checkpoint_load(struct f2fuse *fs)
     int err = cp_sane(fs);
     if (!err)
         err = nat_journal_load(fs);
+    return err;
+}
+
+/* ---- write side ---- */
+
+#define ORPHANS_PER_BLOCK 1020
+
+struct orphan_block {
+    uint32_t ino[ORPHANS_PER_BLOCK];
+    uint32_t reserved;
+    uint16_t blk_addr;  /* 1-based index of this block among the orphan blocks */
+    uint16_t blk_count;
+    uint32_t entry_count;
+    uint32_t check_sum;
+} __attribute__((packed));
+static_assert(sizeof(struct orphan_block) == F2FS_BLKSIZE, "orphan block");
+
+/* Commits everything written so far as a new checkpoint in the other pack
+ * (f2fs_write_checkpoint / do_checkpoint).  Order: data pages, then node pages (data
+ * writeback dirties direct nodes), then NAT and SIT blocks into their alternate copies;
+ * then the pack: all of it but its last block, a flush, the last block, a flush.  Until
+ * that last block is on disk the previous checkpoint stays the valid one, and nothing it
+ * references has been overwritten.  The caller holds cp_lock for writing. */
+int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, uint32_t norphans)
+{
+    int err = data_writeback(fs);
+    if (!err)
+        err = node_writeback(fs);
+    if (!err)
+        err = nat_flush(fs->nat);
+    if (!err)
+        err = seg_flush_sit(fs->seg);
     if (err)
-        return err == -EIO ? -EUCLEAN : err;
+        return err;
+
+    uint32_t orphan_blocks = (norphans + ORPHANS_PER_BLOCK - 1) / ORPHANS_PER_BLOCK;
+    uint32_t sum_blocks = umount ? 6 : 3;
+    uint32_t total = 1 + orphan_blocks + sum_blocks + 1;
+    if (total > F2FS_BLOCKS_PER_SEG)
+        return -ENOSPC;
+    uint8_t *pack = blk_alloc_buf((size_t)total * F2FS_BLKSIZE);
+    if (!pack)
+        return -ENOMEM;
+    memset(pack, 0, (size_t)total * F2FS_BLKSIZE);
+
+    struct f2fs_checkpoint *cp = (void *)pack;
+    memcpy(cp, fs->cp_block, F2FS_BLKSIZE);
+    uint64_t version = fs->cp_ver + 1;
+    cp->checkpoint_ver = htole64(version);
+    cp->valid_block_count = htole64(seg_valid_blocks(fs->seg));
+    seg_fill_checkpoint(fs->seg, cp);
+    nat_fill_checkpoint(fs->nat, cp);
+    /* Flags f2fuse writes: nothing optional (no compact summaries, no nat_bits), so the
+     * kernel and fsck read the pack the plain way. */
+    uint32_t flags = (umount ? CP_UMOUNT_FLAG : 0) | (norphans ? CP_ORPHAN_PRESENT_FLAG : 0);
+    cp->ckpt_flags = htole32(flags);
+    cp->cp_pack_total_block_count = htole32(total);
+    cp->cp_pack_start_sum = htole32(1 + orphan_blocks);
+    cp->checksum_offset = htole32(CP_CHKSUM_OFFSET);
+    uint32_t crc = htole32(f2fs_crc32(F2FS_SUPER_MAGIC, cp, CP_CHKSUM_OFFSET));
+    memcpy(pack + CP_CHKSUM_OFFSET, &crc, sizeof(crc));
+
+    for (uint32_t b = 0; b < orphan_blocks; b++) {
+        struct orphan_block *ob = (void *)(pack + (1 + b) * F2FS_BLKSIZE);
+        uint32_t n = norphans - b * ORPHANS_PER_BLOCK;
+        if (n > ORPHANS_PER_BLOCK)
+            n = ORPHANS_PER_BLOCK;
+        for (uint32_t i = 0; i < n; i++)
+            ob->ino[i] = htole32(orphans[b * ORPHANS_PER_BLOCK + i]);
+        ob->blk_addr = htole16((uint16_t)(b + 1));
+        ob->blk_count = htole16((uint16_t)orphan_blocks);
+        ob->entry_count = htole32(n);
+    }
+    seg_write_summaries(fs->seg, pack + (1 + orphan_blocks) * F2FS_BLKSIZE, umount);
+    memcpy(pack + (total - 1) * F2FS_BLKSIZE, pack, F2FS_BLKSIZE);
+
+    uint32_t cp_blkaddr = le32(fs->sb.cp_blkaddr);
+    uint32_t start = fs->cp_start == cp_blkaddr ? cp_blkaddr + F2FS_BLOCKS_PER_SEG : cp_blkaddr;
+    uint64_t at = (uint64_t)start * F2FS_BLKSIZE;
+    err = blk_write(fs->dev, at, pack, (size_t)(total - 1) * F2FS_BLKSIZE);
+    if (!err)
+        err = blk_flush(fs->dev);
+    if (!err)
+        err = blk_write(fs->dev, at + (uint64_t)(total - 1) * F2FS_BLKSIZE,
+                        pack + (total - 1) * F2FS_BLKSIZE, F2FS_BLKSIZE);
+    if (!err)
+        err = blk_flush(fs->dev);
+    if (!err) {
+        seg_checkpoint_done(fs->seg);
+        memcpy(fs->cp_block, pack, F2FS_BLKSIZE);
+        fs->cp_ver = version;
+        fs->cp_start = start;
+        atomic_fetch_add(&fs->checkpoints, 1);
+    }
+    free(pack);
+    return err;
+}
+
+int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    if (!(le32(fs->cp->ckpt_flags) & CP_ORPHAN_PRESENT_FLAG))
+        return 0;
+    uint32_t first = 1 + le32(fs->sb.cp_payload);
+    uint32_t nblocks = le32(fs->cp->cp_pack_start_sum) - first;
+    uint8_t *buf = blk_alloc_buf(F2FS_BLKSIZE);
+    uint32_t *inos = malloc((size_t)nblocks * ORPHANS_PER_BLOCK * sizeof(*inos) + 1);
+    int err = buf && inos ? 0 : -ENOMEM;
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < nblocks && !err; b++) {
+        err = blk_read(fs->dev, (uint64_t)(fs->cp_start + first + b) * F2FS_BLKSIZE, buf,
+                       F2FS_BLKSIZE);
+        if (err)
+            break;
+        const struct orphan_block *ob = (const void *)buf;
+        uint32_t entries = le32(ob->entry_count);
+        if (entries > ORPHANS_PER_BLOCK) {
+            err = CP_CORRUPT(fs, "checkpoint: orphan block %u claims %u entries", b, entries);
+            break;
+        }
+        for (uint32_t i = 0; i < entries; i++) {
+            uint32_t ino = le32(ob->ino[i]);
+            if (!nid_valid(fs, ino)) {
+                err = CP_CORRUPT(fs, "checkpoint: orphan inode %u out of range", ino);
+                break;
+            }
+            inos[n++] = ino;
+        }
+    }
+    free(buf);
+    if (err) {
+        free(inos);
+        return err;
+    }
+    *out = inos;
+    *count = n;
     return 0;
 }

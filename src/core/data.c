@@ -9,6 +9,8 @@
 
 #include "core/fs.h"
 
+static uint64_t data_key(uint32_t ino, uint64_t index);
+
 /* Where one file block's pointer lives: depth 0 = in the inode, else inside a direct node
  * reached through depth-1 indirect levels.  offsets[] index each level's array. */
 struct node_path {
@@ -140,7 +142,8 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
     return index + (range[level] - pos % range[level]);
 }
 
-#define READ_CHUNK_BLOCKS 256 /* map and submit at most 1 MiB at a time */
+#define READ_CHUNK_BLOCKS 256
+#define CACHED_ADDR NEW_ADDR /* in data_read's map: served from the page cache */ /* map and submit at most 1 MiB at a time */
 
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off)
@@ -177,9 +180,31 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
         if (chunk_end > off + size)
             chunk_end = off + size;
 
+        /* Blocks with a page in the cache (written, maybe not yet on disk) come from it. */
+        if (fs->seg) {
+            for (uint32_t i = 0; i < count; i++) {
+                struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, first + i));
+                if (!page)
+                    continue;
+                uint64_t from = (first + i) * F2FS_BLKSIZE, to = from + F2FS_BLKSIZE;
+                if (from < pos)
+                    from = pos;
+                if (to > chunk_end)
+                    to = chunk_end;
+                memcpy((uint8_t *)buf + (from - off),
+                       (const uint8_t *)page->data + from % F2FS_BLKSIZE, to - from);
+                pcache_put(fs->cache, page);
+                addrs[i] = CACHED_ADDR;
+            }
+        }
+
         /* One request per physically contiguous run; holes are zero-filled here. */
         unsigned nreq = 0;
         for (uint32_t i = 0; i < count;) {
+            if (addrs[i] == CACHED_ADDR) {
+                i++;
+                continue;
+            }
             uint32_t j = i + 1;
             if (addrs[i] != NULL_ADDR)
                 while (j < count && addrs[j] == addrs[j - 1] + 1)
@@ -211,4 +236,417 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
         done = chunk_end - off;
     }
     return (ssize_t)size;
+}
+
+/* ---- write side ---- */
+
+/* Footer offset of the node at the given level of a path (kernel get_node_path's noffset):
+ * level 1..depth, where level == depth is the direct node. */
+static uint32_t node_offset_of(const struct node_path *p, int level)
+{
+    const uint32_t n = NIDS_PER_BLOCK;
+    uint32_t slot = p->offsets[0];
+    switch (p->depth) {
+    case 1:
+        return 1 + slot;
+    case 2: {
+        uint32_t ind = slot == 2 ? 3 : 4 + n;
+        return level == 1 ? ind : ind + 1 + p->offsets[1];
+    }
+    default: {
+        uint32_t dind = 5 + 2 * n;
+        if (level == 1)
+            return dind;
+        uint32_t ind = dind + 1 + p->offsets[1] * (n + 1);
+        return level == 2 ? ind : ind + 1 + p->offsets[2];
+    }
+    }
+}
+
+void inode_add_blocks(struct page *ipage, int64_t delta)
+{
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    ri->i_blocks = htole64((uint64_t)((int64_t)le64(ri->i_blocks) + delta));
+}
+
+int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
+              bool alloc, struct dnode *dn)
+{
+    struct node_path p;
+    int err = path_of(ii->addrs_per_inode, index, &p);
+    if (err)
+        return err;
+    if (p.depth == 0) {
+        *dn = (struct dnode){.page = ipage, .nid = ii->ino, .ofs = p.offsets[0],
+                             .addr = INODE_ADDR(ipage, ii->extra_isize / 4 + p.offsets[0])};
+        return 0;
+    }
+    bool cold = !S_ISDIR(ii->mode);
+    struct page *parent = ipage;
+    uint32_t *slot = INODE_NID(ipage, p.offsets[0]);
+    for (int level = 1; level <= p.depth; level++) {
+        uint32_t nid = le32(*slot);
+        struct page *page;
+        if (!nid) {
+            if (!alloc) {
+                err = -ENOENT;
+                break;
+            }
+            err = node_new(fs, ii->ino, 0, node_offset_of(&p, level), cold, &page);
+            if (err)
+                break;
+            *slot = htole32(le32(page_node(page)->footer.nid));
+            pcache_mark_dirty(fs->cache, parent);
+            inode_add_blocks(ipage, 1);
+            pcache_mark_dirty(fs->cache, ipage);
+        } else {
+            err = node_get(fs, nid, ii->ino, &page);
+            if (err)
+                break;
+        }
+        if (parent != ipage)
+            pcache_put(fs->cache, parent);
+        parent = page;
+        if (level == p.depth) {
+            *dn = (struct dnode){.page = page, .nid = le32(page_node(page)->footer.nid),
+                                 .ofs = p.offsets[level], .addr = NODE_SLOT(page, p.offsets[level])};
+            return 0;
+        }
+        slot = NODE_SLOT(page, p.offsets[level]);
+    }
+    if (parent != ipage)
+        pcache_put(fs->cache, parent);
+    return err;
+}
+
+void dnode_put(struct f2fuse *fs, struct page *ipage, struct dnode *dn)
+{
+    if (dn->page && dn->page != ipage)
+        pcache_put(fs->cache, dn->page);
+    dn->page = NULL;
+}
+
+static uint64_t data_key(uint32_t ino, uint64_t index)
+{
+    return (uint64_t)ino << 32 | index;
+}
+
+/* Moves inline data into block 0 (f2fs_convert_inline_inode). */
+int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
+{
+    uint8_t *inline_area = (uint8_t *)ipage->data + inline_data_offset(ii);
+    /* Without data there is nothing to move, and no block to spend on it. */
+    if (ii->size && (ii->inline_flags & F2FS_DATA_EXIST)) {
+        struct page *page;
+        int err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, 0), PCACHE_NO_LOAD, &page);
+        if (err)
+            return err;
+        memcpy(page->data, inline_area, ii->size);
+        pcache_mark_dirty(fs->cache, page);
+        pcache_put(fs->cache, page);
+    }
+    memset(inline_area, 0, inline_data_size(ii));
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
+    ii->inline_flags = ri->i_inline;
+    pcache_mark_dirty(fs->cache, ipage);
+    return 0;
+}
+
+ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
+                   size_t size, uint64_t off)
+{
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    if (size == 0)
+        return 0;
+    uint64_t end = off + size;
+    if (end < off || end > data_max_size(ii))
+        return -EFBIG;
+    if (ii->inline_flags & F2FS_INLINE_DATA) {
+        if (end <= inline_data_size(ii)) {
+            memcpy((uint8_t *)ipage->data + inline_data_offset(ii) + off, buf, size);
+            ri->i_inline |= F2FS_DATA_EXIST;
+            ii->inline_flags = ri->i_inline;
+            if (end > ii->size) {
+                ii->size = end;
+                ri->i_size = htole64(end);
+            }
+            pcache_mark_dirty(fs->cache, ipage);
+            return (ssize_t)size;
+        }
+        int err = data_convert_inline(fs, ii, ipage);
+        if (err)
+            return err;
+    }
+    size_t done = 0;
+    while (done < size) {
+        uint64_t pos = off + done;
+        uint64_t index = pos / F2FS_BLKSIZE;
+        size_t in_blk = pos % F2FS_BLKSIZE;
+        size_t n = F2FS_BLKSIZE - in_blk;
+        if (n > size - done)
+            n = size - done;
+        struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
+        if (!page) {
+            uint64_t from = PCACHE_NO_LOAD;
+            if (n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size) {
+                uint32_t addr;
+                int err = data_map(fs, ii, ri, index, 1, &addr);
+                if (err)
+                    return done ? (ssize_t)done : err;
+                if (addr != NULL_ADDR)
+                    from = addr;
+            }
+            int err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, index), from, &page);
+            if (err)
+                return done ? (ssize_t)done : err;
+        }
+        memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
+        pcache_mark_dirty(fs->cache, page);
+        pcache_put(fs->cache, page);
+        done += n;
+    }
+    if (end > ii->size) {
+        ii->size = end;
+        ri->i_size = htole64(end);
+        pcache_mark_dirty(fs->cache, ipage);
+    }
+    return (ssize_t)size;
+}
+
+/* Frees one data pointer. */
+static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
+{
+    uint32_t a = le32(*addr);
+    if (a == NULL_ADDR)
+        return;
+    if (blkaddr_in_main(fs, a))
+        seg_invalidate_block(fs->seg, a);
+    *addr = 0;
+    inode_add_blocks(ipage, -1);
+}
+
+/* Frees, in the node nid covering file blocks [base, base + span), every block from
+ * first_free on; frees the node itself when nothing before first_free is left in it.
+ * depth 1 = direct node.  Returns 1 when the node was freed, 0 if not, or -errno. */
+static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                         uint32_t nid, int depth, uint64_t base, uint64_t span,
+                         uint64_t first_free)
+{
+    struct page *page;
+    int err = node_get(fs, nid, ii->ino, &page);
+    if (err)
+        return err;
+    struct f2fs_node *node = page_node(page);
+    bool changed = false;
+    if (depth == 1) {
+        for (uint32_t k = 0; k < ADDRS_PER_BLOCK; k++) {
+            if (base + k >= first_free && node->addr[k]) {
+                free_addr(fs, ipage, NODE_SLOT(page, k));
+                changed = true;
+            }
+        }
+    } else {
+        uint64_t child_span = span / NIDS_PER_BLOCK;
+        for (uint32_t k = 0; k < NIDS_PER_BLOCK && !err; k++) {
+            uint32_t child = le32(node->nid[k]);
+            uint64_t child_base = base + k * child_span;
+            if (!child || child_base + child_span <= first_free)
+                continue;
+            int r = truncate_node(fs, ii, ipage, child, depth - 1, child_base, child_span,
+                                  first_free);
+            if (r < 0)
+                err = r;
+            else if (r == 1) {
+                node->nid[k] = 0;
+                changed = true;
+            }
+        }
+    }
+    if (changed)
+        pcache_mark_dirty(fs->cache, page);
+    pcache_put(fs->cache, page);
+    if (err)
+        return err;
+    if (base < first_free)
+        return 0;
+    err = node_free(fs, nid, ii->ino);
+    if (err)
+        return err;
+    inode_add_blocks(ipage, -1);
+    return 1;
+}
+
+int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size)
+{
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    uint64_t old_size = ii->size;
+    if (new_size > data_max_size(ii))
+        return -EFBIG;
+    if (ii->inline_flags & F2FS_INLINE_DATA) {
+        if (new_size <= inline_data_size(ii)) {
+            if (new_size < old_size)
+                memset((uint8_t *)ipage->data + inline_data_offset(ii) + new_size, 0,
+                       old_size - new_size);
+            goto set_size;
+        }
+        int err = data_convert_inline(fs, ii, ipage);
+        if (err)
+            return err;
+    }
+    if (new_size < old_size) {
+        uint64_t first_free = (new_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
+        uint64_t old_blocks = (old_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
+        for (uint64_t i = first_free; i < old_blocks; i++)
+            pcache_discard(fs->cache, PAGE_DATA, data_key(ii->ino, i));
+        for (uint64_t i = first_free; i < ii->addrs_per_inode; i++)
+            free_addr(fs, ipage, INODE_ADDR(ipage, ii->extra_isize / 4 + i));
+        uint64_t base = ii->addrs_per_inode;
+        static const int slot_depth[DEF_NIDS_PER_INODE] = {1, 1, 2, 2, 3};
+        for (int s = 0; s < DEF_NIDS_PER_INODE; s++) {
+            uint64_t span = ADDRS_PER_BLOCK;
+            for (int d = 1; d < slot_depth[s]; d++)
+                span *= NIDS_PER_BLOCK;
+            uint32_t nid = le32(ri->i_nid[s]);
+            if (nid && base + span > first_free) {
+                int r = truncate_node(fs, ii, ipage, nid, slot_depth[s], base, span, first_free);
+                if (r < 0)
+                    return r;
+                if (r == 1)
+                    ri->i_nid[s] = 0;
+            }
+            base += span;
+        }
+        for (int s = 0; s < DEF_NIDS_PER_INODE; s++)
+            ii->nids[s] = le32(ri->i_nid[s]);
+        /* The kept part of the last block must read as zeros past the new end. */
+        if (new_size % F2FS_BLKSIZE) {
+            uint64_t index = new_size / F2FS_BLKSIZE;
+            uint32_t addr;
+            int err = data_map(fs, ii, ri, index, 1, &addr);
+            struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
+            if (!err && !page && addr != NULL_ADDR)
+                err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, index), addr, &page);
+            if (err)
+                return err;
+            if (page) {
+                size_t keep = new_size % F2FS_BLKSIZE;
+                memset((uint8_t *)page->data + keep, 0, F2FS_BLKSIZE - keep);
+                pcache_mark_dirty(fs->cache, page);
+                pcache_put(fs->cache, page);
+            }
+        }
+    }
+set_size:
+    ii->size = new_size;
+    ri->i_size = htole64(new_size);
+    pcache_mark_dirty(fs->cache, ipage);
+    return 0;
+}
+
+static int key_order(const void *a, const void *b)
+{
+    uint64_t ka = (*(struct page *const *)a)->key, kb = (*(struct page *const *)b)->key;
+    return ka < kb ? -1 : ka > kb;
+}
+
+/* Writes every dirty data page to a new block of its log, pointing the file at it.  Runs
+ * inside a checkpoint, before node writeback. */
+int data_writeback(struct f2fuse *fs)
+{
+    enum { BATCH = 1024 };
+    struct page **pages = malloc(BATCH * sizeof(*pages));
+    struct blk_req *reqs = malloc(BATCH * sizeof(*reqs));
+    struct blk_req **rp = malloc(BATCH * sizeof(*rp));
+    int err = pages && reqs && rp ? 0 : -ENOMEM;
+    while (!err) {
+        size_t n = pcache_collect_dirty(fs->cache, PAGE_DATA, pages, BATCH);
+        if (n == 0)
+            break;
+        qsort(pages, n, sizeof(*pages), key_order); /* file order: contiguous blocks */
+        size_t nreq = 0;
+        struct page *ipage = NULL;
+        struct inode_info ii;
+        for (size_t i = 0; i < n && !err; i++) {
+            uint32_t ino = (uint32_t)(pages[i]->key >> 32);
+            uint64_t index = pages[i]->key & 0xffffffffu;
+            if (!ipage || ii.ino != ino) {
+                pcache_put(fs->cache, ipage);
+                ipage = NULL;
+                err = inode_get(fs, ino, &ipage, &ii);
+                if (err)
+                    break;
+            }
+            struct dnode dn;
+            err = dnode_get(fs, &ii, ipage, index, true, &dn);
+            if (err)
+                break;
+            struct f2fs_nat_entry ne;
+            err = nat_get(fs->nat, dn.nid, &ne);
+            struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
+                                       .ofs_in_node = htole16((uint16_t)dn.ofs)};
+            uint32_t blkaddr = 0;
+            if (!err)
+                err = seg_alloc_block(fs->seg, S_ISDIR(ii.mode) ? LOG_HOT_DATA : LOG_WARM_DATA,
+                                      &sum, &blkaddr);
+            if (!err) {
+                uint32_t old = le32(*dn.addr);
+                if (blkaddr_in_main(fs, old))
+                    seg_invalidate_block(fs->seg, old);
+                else {
+                    inode_add_blocks(ipage, 1);
+                    pcache_mark_dirty(fs->cache, ipage);
+                }
+                *dn.addr = htole32(blkaddr);
+                pcache_mark_dirty(fs->cache, dn.page);
+                pages[i]->blkaddr = blkaddr;
+                reqs[nreq] = (struct blk_req){.op = BLK_WRITE,
+                                              .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
+                                              .len = F2FS_BLKSIZE, .buf = pages[i]->data};
+                rp[nreq] = &reqs[nreq];
+                nreq++;
+            }
+            dnode_put(fs, ipage, &dn);
+        }
+        pcache_put(fs->cache, ipage);
+        if (!err)
+            err = blk_submit_wait(fs->dev, rp, (unsigned)nreq);
+        for (size_t j = 0; j < n; j++) {
+            if (!err)
+                pcache_mark_clean(fs->cache, pages[j], pages[j]->blkaddr);
+            pcache_put(fs->cache, pages[j]);
+        }
+        if (!err)
+            atomic_fetch_add(&fs->data_pages_written, n);
+    }
+    free(pages);
+    free(reqs);
+    free(rp);
+    return err;
+}
+
+uint64_t data_max_size(const struct inode_info *ii)
+{
+    const uint64_t d = ADDRS_PER_BLOCK, n = NIDS_PER_BLOCK;
+    /* Block indexes are kept below 2^32 (the data page key holds 32 bits of index). */
+    uint64_t blocks = ii->addrs_per_inode + 2 * d + 2 * n * d + n * n * d;
+    if (blocks > UINT32_MAX)
+        blocks = UINT32_MAX;
+    return blocks * F2FS_BLKSIZE;
+}
+
+int data_punch_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index)
+{
+    pcache_discard(fs->cache, PAGE_DATA, data_key(ii->ino, index));
+    struct dnode dn;
+    int err = dnode_get(fs, ii, ipage, index, false, &dn);
+    if (err)
+        return err == -ENOENT ? 0 : err;
+    if (*dn.addr) {
+        free_addr(fs, ipage, dn.addr);
+        pcache_mark_dirty(fs->cache, dn.page);
+        pcache_mark_dirty(fs->cache, ipage);
+    }
+    dnode_put(fs, ipage, &dn);
+    return 0;
 }

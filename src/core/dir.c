@@ -9,15 +9,15 @@
 
 /* A view of one dentry container: a dentry block or an inode's inline dentry area. */
 struct dentry_view {
-    const uint8_t *bitmap;
-    const struct f2fs_dir_entry *dentry;
-    const uint8_t (*filename)[F2FS_SLOT_LEN];
+    uint8_t *bitmap;
+    struct f2fs_dir_entry *dentry;
+    uint8_t (*filename)[F2FS_SLOT_LEN];
     uint32_t slots;
 };
 
-static void view_block(struct dentry_view *v, const void *blk)
+static void view_block(struct dentry_view *v, void *blk)
 {
-    const struct f2fs_dentry_block *b = blk;
+    struct f2fs_dentry_block *b = blk;
     v->bitmap = b->dentry_bitmap;
     v->dentry = b->dentry;
     v->filename = b->filename;
@@ -25,16 +25,16 @@ static void view_block(struct dentry_view *v, const void *blk)
 }
 
 /* Inline layout: bitmap | reserved | dentries | names, sized from MAX_INLINE_DATA. */
-static void view_inline(struct dentry_view *v, const struct inode_info *dir, const void *ipage)
+static void view_inline(struct dentry_view *v, const struct inode_info *dir, void *ipage)
 {
     uint32_t area = inline_data_size(dir);
     uint32_t nr = area * 8 / ((SIZE_OF_DIR_ENTRY + F2FS_SLOT_LEN) * 8 + 1);
     uint32_t bitmap_bytes = (nr + 7) / 8;
     uint32_t reserved = area - ((SIZE_OF_DIR_ENTRY + F2FS_SLOT_LEN) * nr + bitmap_bytes);
-    const uint8_t *base = (const uint8_t *)ipage + inline_data_offset(dir);
+    uint8_t *base = (uint8_t *)ipage + inline_data_offset(dir);
     v->bitmap = base;
-    v->dentry = (const void *)(base + bitmap_bytes + reserved);
-    v->filename = (const void *)(base + bitmap_bytes + reserved + nr * SIZE_OF_DIR_ENTRY);
+    v->dentry = (void *)(base + bitmap_bytes + reserved);
+    v->filename = (void *)(base + bitmap_bytes + reserved + nr * SIZE_OF_DIR_ENTRY);
     v->slots = nr;
 }
 
@@ -61,9 +61,9 @@ static int entry_check(struct f2fuse *fs, const struct inode_info *dir,
     return (int)slots_for(len);
 }
 
-/* Finds name in one container; returns 1 and the ino when found, 0 when not, or -errno. */
+/* Finds name in one container; returns 1 and its slot when found, 0 when not, or -errno. */
 static int view_find(struct f2fuse *fs, const struct inode_info *dir, const struct dentry_view *v,
-                     const char *name, size_t len, uint32_t hash, uint32_t *ino)
+                     const char *name, size_t len, uint32_t hash, uint32_t *slot)
 {
     for (uint32_t pos = 0; pos < v->slots;) {
         if (!slot_used(v, pos)) {
@@ -76,7 +76,7 @@ static int view_find(struct f2fuse *fs, const struct inode_info *dir, const stru
         const struct f2fs_dir_entry *de = &v->dentry[pos];
         if (le32(de->hash_code) == hash && le16(de->name_len) == len &&
             memcmp(v->filename[pos], name, len) == 0) {
-            *ino = le32(de->ino);
+            *slot = pos;
             return 1;
         }
         pos += (uint32_t)slots;
@@ -109,31 +109,69 @@ static uint64_t dir_blocks(const struct inode_info *dir)
     return (dir->size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
 }
 
-/* Reads directory block index; *page is NULL for a hole. */
+static uint64_t dir_key(const struct inode_info *dir, uint64_t index)
+{
+    return (uint64_t)dir->ino << 32 | index;
+}
+
+/* Reads directory block index (the cached copy first: it may be newer than the disk, or
+ * not on disk yet); *page is NULL for a hole. */
 static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
                          uint64_t index, struct page **page)
 {
+    *page = pcache_find(fs->cache, PAGE_DATA, dir_key(dir, index));
+    if (*page)
+        return 0;
     uint32_t addr;
-    *page = NULL;
     int err = data_map(fs, dir, &page_node(dpage)->i, index, 1, &addr);
     if (err || addr == NULL_ADDR)
         return err;
-    return pcache_get(fs->cache, PAGE_DATA, (uint64_t)dir->ino << 32 | index, addr, page);
+    return pcache_get(fs->cache, PAGE_DATA, dir_key(dir, index), addr, page);
 }
 
-static int search_block(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-                        uint64_t index, const char *name, size_t len, uint32_t hash,
-                        uint32_t *ino)
-{
+/* Where an entry was found: in block page (referenced) or, for an inline directory, in
+ * the directory's inode page (page == NULL). */
+struct dentry_loc {
     struct page *page;
-    int err = dir_block_get(fs, dir, dpage, index, &page);
-    if (err || !page)
-        return err;
+    uint64_t block;
     struct dentry_view v;
-    view_block(&v, page->data);
-    int found = view_find(fs, dir, &v, name, len, hash, ino);
-    pcache_put(fs->cache, page);
-    return found;
+    uint32_t slot;
+};
+
+static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      const char *name, size_t len, struct dentry_loc *loc)
+{
+    uint32_t hash = dentry_hash((const uint8_t *)name, len);
+    memset(loc, 0, sizeof(*loc));
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        view_inline(&loc->v, dir, dpage->data);
+        return view_find(fs, dir, &loc->v, name, len, hash, &loc->slot);
+    }
+    for (uint32_t level = 0; level < dir->current_depth; level++) {
+        uint64_t bucket = hash % dir_buckets(level, dir->dir_level);
+        uint64_t first = dir_block_index(level, dir->dir_level, bucket);
+        for (uint64_t b = first; b < first + bucket_blocks(level) && b < dir_blocks(dir); b++) {
+            struct page *page;
+            int err = dir_block_get(fs, dir, dpage, b, &page);
+            if (err)
+                return err;
+            if (!page)
+                continue;
+            view_block(&loc->v, page->data);
+            int found = view_find(fs, dir, &loc->v, name, len, hash, &loc->slot);
+            if (found) {
+                if (found > 0) {
+                    loc->page = page;
+                    loc->block = b;
+                } else {
+                    pcache_put(fs->cache, page);
+                }
+                return found;
+            }
+            pcache_put(fs->cache, page);
+        }
+    }
+    return 0;
 }
 
 struct name_match {
@@ -159,35 +197,25 @@ int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpa
 {
     if (len == 0 || len > F2FS_NAME_LEN)
         return len ? -ENAMETOOLONG : -ENOENT;
-    uint32_t hash = dentry_hash((const uint8_t *)name, len);
-    int found = 0;
-    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
-        struct dentry_view v;
-        view_inline(&v, dir, dpage->data);
-        found = view_find(fs, dir, &v, name, len, hash, ino);
-    } else if (dir->flags & F2FS_CASEFOLD_FL) {
+    if (dir->flags & F2FS_CASEFOLD_FL) {
         /* Casefolded names hash differently; an exact-name scan still finds them. */
         struct name_match m = {name, len, 0, false};
-        found = dir_iterate(fs, dir, dpage, 0, match_name, &m);
-        if (!found && m.found) {
-            found = 1;
-            *ino = m.ino;
-        }
+        int err = dir_iterate(fs, dir, dpage, 0, match_name, &m);
+        if (err)
+            return err;
+        if (!m.found)
+            return -ENOENT;
+        *ino = m.ino;
     } else {
-        for (uint32_t level = 0; level < dir->current_depth && found == 0; level++) {
-            uint64_t bucket = hash % dir_buckets(level, dir->dir_level);
-            uint64_t first = dir_block_index(level, dir->dir_level, bucket);
-            for (uint64_t b = first; b < first + bucket_blocks(level) && found == 0; b++) {
-                if (b >= dir_blocks(dir))
-                    break;
-                found = search_block(fs, dir, dpage, b, name, len, hash, ino);
-            }
-        }
+        struct dentry_loc loc;
+        int found = find_entry(fs, dir, dpage, name, len, &loc);
+        if (found < 0)
+            return found;
+        if (!found)
+            return -ENOENT;
+        *ino = le32(loc.v.dentry[loc.slot].ino);
+        pcache_put(fs->cache, loc.page);
     }
-    if (found < 0)
-        return found;
-    if (!found)
-        return -ENOENT;
     if (!nid_valid(fs, *ino))
         return fs_corrupt(fs, "directory %u: entry for a name of %zu bytes points to invalid "
                               "inode %u", dir->ino, len, *ino);
@@ -259,4 +287,246 @@ int dir_iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dp
             return r < 0 ? r : 0;
     }
     return 0;
+}
+
+/* ---- write side ---- */
+
+uint8_t dir_file_type(uint16_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return F2FS_FT_REG_FILE;
+    case S_IFDIR: return F2FS_FT_DIR;
+    case S_IFCHR: return F2FS_FT_CHRDEV;
+    case S_IFBLK: return F2FS_FT_BLKDEV;
+    case S_IFIFO: return F2FS_FT_FIFO;
+    case S_IFSOCK: return F2FS_FT_SOCK;
+    case S_IFLNK: return F2FS_FT_SYMLINK;
+    default: return F2FS_FT_UNKNOWN;
+    }
+}
+
+/* First run of n free slots, or -1 (f2fs_room_for_filename). */
+static int room_for(const struct dentry_view *v, uint32_t n)
+{
+    uint32_t run = 0;
+    for (uint32_t pos = 0; pos < v->slots; pos++) {
+        run = slot_used(v, pos) ? 0 : run + 1;
+        if (run == n)
+            return (int)(pos + 1 - n);
+    }
+    return -1;
+}
+
+static void put_entry(struct dentry_view *v, uint32_t pos, const char *name, size_t len,
+                      uint32_t hash, uint32_t ino, uint8_t type)
+{
+    uint32_t n = slots_for((uint32_t)len);
+    struct f2fs_dir_entry *de = &v->dentry[pos];
+    de->hash_code = htole32(hash);
+    de->ino = htole32(ino);
+    de->name_len = htole16((uint16_t)len);
+    de->file_type = type;
+    memset(v->filename[pos], 0, (size_t)n * F2FS_SLOT_LEN);
+    memcpy(v->filename[pos], name, len);
+    for (uint32_t i = 0; i < n; i++) {
+        v->bitmap[(pos + i) >> 3] |= (uint8_t)(1u << ((pos + i) & 7));
+        if (i) /* continuation slots carry no entry of their own */
+            memset(&v->dentry[pos + i], 0, sizeof(v->dentry[pos + i]));
+    }
+}
+
+static void clear_entry(struct dentry_view *v, uint32_t pos)
+{
+    uint32_t n = slots_for(le16(v->dentry[pos].name_len));
+    for (uint32_t i = 0; i < n; i++)
+        v->bitmap[(pos + i) >> 3] &= (uint8_t) ~(1u << ((pos + i) & 7));
+}
+
+static bool view_empty(const struct dentry_view *v)
+{
+    for (uint32_t pos = 0; pos < v->slots; pos++)
+        if (slot_used(v, pos))
+            return false;
+    return true;
+}
+
+static void set_depth(struct inode_info *dir, struct page *dpage, uint32_t depth)
+{
+    dir->current_depth = depth;
+    page_node(dpage)->i.i_current_depth = htole32(depth);
+}
+
+static void set_size(struct inode_info *dir, struct page *dpage, uint64_t size)
+{
+    dir->size = size;
+    page_node(dpage)->i.i_size = htole64(size);
+}
+
+/* Moves an inline directory's entries into block 0, at the same slots
+ * (f2fs_move_inline_dirents): the inline area has fewer slots than a block. */
+static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
+{
+    struct page *page;
+    int err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, 0), PCACHE_NO_LOAD, &page);
+    if (err)
+        return err;
+    struct dentry_view from, to;
+    view_inline(&from, dir, dpage->data);
+    view_block(&to, page->data);
+    for (uint32_t pos = 0; pos < from.slots; pos++) {
+        if (!slot_used(&from, pos))
+            continue;
+        to.bitmap[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+        to.dentry[pos] = from.dentry[pos];
+        memcpy(to.filename[pos], from.filename[pos], F2FS_SLOT_LEN);
+    }
+    pcache_mark_dirty(fs->cache, page);
+    pcache_put(fs->cache, page);
+    memset((uint8_t *)dpage->data + inline_data_offset(dir), 0, inline_data_size(dir));
+    struct f2fs_inode *ri = &page_node(dpage)->i;
+    ri->i_inline &= (uint8_t)~F2FS_INLINE_DENTRY;
+    dir->inline_flags = ri->i_inline;
+    set_size(dir, dpage, F2FS_BLKSIZE);
+    set_depth(dir, dpage, 1);
+    pcache_mark_dirty(fs->cache, dpage);
+    return 0;
+}
+
+int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
+                  size_t len, uint32_t ino, uint16_t mode)
+{
+    if (len == 0)
+        return -ENOENT;
+    if (len > F2FS_NAME_LEN)
+        return -ENAMETOOLONG;
+    uint32_t hash = dentry_hash((const uint8_t *)name, len);
+    uint32_t slots = slots_for((uint32_t)len);
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        struct dentry_view v;
+        view_inline(&v, dir, dpage->data);
+        int pos = room_for(&v, slots);
+        if (pos >= 0) {
+            put_entry(&v, (uint32_t)pos, name, len, hash, ino, dir_file_type(mode));
+            pcache_mark_dirty(fs->cache, dpage);
+            return 0;
+        }
+        int err = convert_inline_dir(fs, dir, dpage);
+        if (err)
+            return err;
+    }
+    /* The lowest level whose bucket for this hash has room; a new level when none has
+     * (f2fs_add_regular_entry). */
+    uint32_t depth = dir->current_depth;
+    for (uint32_t level = 0;; level++) {
+        if (level == depth) {
+            if (depth == MAX_DIR_HASH_DEPTH)
+                return -ENOSPC;
+            depth++;
+        }
+        uint64_t bucket = hash % dir_buckets(level, dir->dir_level);
+        uint64_t first = dir_block_index(level, dir->dir_level, bucket);
+        for (uint64_t b = first; b < first + bucket_blocks(level); b++) {
+            if (b >= UINT32_MAX)
+                return -ENOSPC;
+            struct page *page = NULL;
+            int err = b < dir_blocks(dir) ? dir_block_get(fs, dir, dpage, b, &page) : 0;
+            if (!err && !page)
+                err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, b), PCACHE_NO_LOAD, &page);
+            if (err)
+                return err;
+            struct dentry_view v;
+            view_block(&v, page->data);
+            int pos = room_for(&v, slots);
+            if (pos < 0) {
+                pcache_put(fs->cache, page);
+                continue;
+            }
+            put_entry(&v, (uint32_t)pos, name, len, hash, ino, dir_file_type(mode));
+            pcache_mark_dirty(fs->cache, page);
+            pcache_put(fs->cache, page);
+            if ((b + 1) * F2FS_BLKSIZE > dir->size)
+                set_size(dir, dpage, (b + 1) * F2FS_BLKSIZE);
+            if (depth != dir->current_depth)
+                set_depth(dir, dpage, depth);
+            pcache_mark_dirty(fs->cache, dpage);
+            return 0;
+        }
+    }
+}
+
+int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                     const char *name, size_t len, uint32_t *ino)
+{
+    struct dentry_loc loc;
+    int found = find_entry(fs, dir, dpage, name, len, &loc);
+    if (found <= 0)
+        return found ? found : -ENOENT;
+    if (ino)
+        *ino = le32(loc.v.dentry[loc.slot].ino);
+    clear_entry(&loc.v, loc.slot);
+    if (!loc.page) {
+        pcache_mark_dirty(fs->cache, dpage);
+        return 0;
+    }
+    bool empty = view_empty(&loc.v);
+    pcache_mark_dirty(fs->cache, loc.page);
+    pcache_put(fs->cache, loc.page);
+    /* An emptied block is given back (f2fs_delete_entry punches it). */
+    return empty ? data_punch_block(fs, dir, dpage, loc.block) : 0;
+}
+
+int dir_set_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
+                  size_t len, uint32_t ino, uint16_t mode)
+{
+    struct dentry_loc loc;
+    int found = find_entry(fs, dir, dpage, name, len, &loc);
+    if (found <= 0)
+        return found ? found : -ENOENT;
+    loc.v.dentry[loc.slot].ino = htole32(ino);
+    loc.v.dentry[loc.slot].file_type = dir_file_type(mode);
+    pcache_mark_dirty(fs->cache, loc.page ? loc.page : dpage);
+    pcache_put(fs->cache, loc.page);
+    return 0;
+}
+
+int dir_init(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, uint32_t parent)
+{
+    struct dentry_view v;
+    struct page *page = NULL;
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        view_inline(&v, dir, dpage->data);
+        /* An inline directory's size is its inline area (f2fs_make_empty_inline_dir). */
+        set_size(dir, dpage, inline_data_size(dir));
+    } else {
+        int err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, 0), PCACHE_NO_LOAD, &page);
+        if (err)
+            return err;
+        view_block(&v, page->data);
+        set_size(dir, dpage, F2FS_BLKSIZE);
+        set_depth(dir, dpage, 1);
+    }
+    put_entry(&v, 0, ".", 1, 0, dir->ino, F2FS_FT_DIR);
+    put_entry(&v, 1, "..", 2, 0, parent, F2FS_FT_DIR);
+    if (page) {
+        pcache_mark_dirty(fs->cache, page);
+        pcache_put(fs->cache, page);
+    }
+    pcache_mark_dirty(fs->cache, dpage);
+    return 0;
+}
+
+static int count_entry(void *arg, const char *name, size_t len, uint32_t ino, unsigned type,
+                       uint64_t next)
+{
+    bool dots = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+    if (dots)
+        return 0;
+    *(bool *)arg = false;
+    return 1;
+}
+
+int dir_is_empty(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage, bool *empty)
+{
+    *empty = true;
+    return dir_iterate(fs, dir, dpage, 0, count_entry, empty);
 }

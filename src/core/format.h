@@ -251,6 +251,7 @@ static_assert(sizeof(struct f2fs_summary_block) == F2FS_BLKSIZE, "summary block"
 
 /* i_advise */
 #define FADVISE_ENCRYPT_BIT 0x04
+#define FADVISE_KEEP_SIZE_BIT 0x10
 #define FADVISE_VERITY_BIT  0x40
 
 /* i_flags (the on-disk values of FS_*_FL) */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/fs.h"
 
@@ -30,11 +31,13 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->queue_depth = 64;
     o->cache_size = DEFAULT_CACHE_SIZE;
     o->read_only = true;
+    o->checkpoint_interval = 5;
 }
 
 const char *f2fuse_option_names(void)
 {
-    return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G]";
+    return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
+           "checkpoint_interval=SECONDS";
 }
 
 static int parse_size(const char *v, uint64_t *out)
@@ -66,7 +69,8 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
         return 0;
     }
     if (!value)
-        return strcmp(name, "backend") && strcmp(name, "queue_depth") && strcmp(name, "cache_size")
+        return strcmp(name, "backend") && strcmp(name, "queue_depth") &&
+                       strcmp(name, "cache_size") && strcmp(name, "checkpoint_interval")
                    ? -ENOENT
                    : -EINVAL;
     if (strcmp(name, "backend") == 0) {
@@ -85,6 +89,13 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
         o->queue_depth = (unsigned)n;
         return 0;
     }
+    if (strcmp(name, "checkpoint_interval") == 0) {
+        uint64_t n;
+        if (parse_size(value, &n) || n > 86400)
+            return -EINVAL;
+        o->checkpoint_interval = (unsigned)n;
+        return 0;
+    }
     if (strcmp(name, "cache_size") == 0) {
         uint64_t n;
         if (parse_size(value, &n) || n < (1u << 20))
@@ -95,6 +106,104 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     return -ENOENT;
 }
 
+/* Why this image cannot be written, or NULL.  What f2fuse does not write is refused rather
+ * than damaged (docs/FORMAT.md, "Features"). */
+static const char *rw_refusal(struct f2fuse *fs)
+{
+    uint32_t f = fs->features, flags = le32(fs->cp->ckpt_flags);
+    if (f & F2FS_FEATURE_ENCRYPT)
+        return "the image uses encryption";
+    if (f & F2FS_FEATURE_COMPRESSION)
+        return "the image uses compression";
+    if (f & F2FS_FEATURE_CASEFOLD)
+        return "the image uses casefolding";
+    if (f & F2FS_FEATURE_VERITY)
+        return "the image uses fs-verity";
+    if (f & (F2FS_FEATURE_QUOTA_INO | F2FS_FEATURE_PRJQUOTA))
+        return "the image keeps quota files";
+    if (f & (F2FS_FEATURE_RO | F2FS_FEATURE_BLKZONED))
+        return "the image layout is read-only or zoned";
+    if (le32(fs->sb.cp_payload) || (flags & CP_LARGE_NAT_BITMAP_FLAG))
+        return "the checkpoint has a payload (very large image)";
+    if (flags & (CP_ERROR_FLAG | CP_FSCK_FLAG | CP_QUOTA_NEED_FSCK_FLAG))
+        return "the image is marked as needing fsck.f2fs";
+    if (flags & (CP_DISABLED_FLAG | CP_DISABLED_QUICK_FLAG | CP_RESIZEFS_FLAG))
+        return "checkpointing is disabled or a resize is unfinished";
+    return NULL;
+}
+
+/* Does the warm node log hold fsync'ed nodes written after the checkpoint (which the
+ * kernel would replay)?  f2fuse does not replay them yet, so it must not write over them. */
+static int fsync_chain_pending(struct f2fuse *fs, bool *pending)
+{
+    *pending = false;
+    const struct f2fs_checkpoint *cp = fs->cp;
+    uint32_t blk = fs->main_blkaddr + le32(cp->cur_node_segno[1]) * F2FS_BLOCKS_PER_SEG +
+                   le16(cp->cur_node_blkoff[1]);
+    struct f2fs_node *node = blk_alloc_buf(F2FS_BLKSIZE);
+    if (!node)
+        return -ENOMEM;
+    int err = 0;
+    for (int hops = 0; hops < 4 * (int)F2FS_BLOCKS_PER_SEG && blkaddr_in_main(fs, blk); hops++) {
+        err = blk_read(fs->dev, (uint64_t)blk * F2FS_BLKSIZE, node, F2FS_BLKSIZE);
+        if (err || (uint32_t)le64(node->footer.cp_ver) != (uint32_t)fs->cp_ver)
+            break;
+        if (le32(node->footer.flag) & 0x2u) { /* the fsync mark */
+            *pending = true;
+            break;
+        }
+        blk = le32(node->footer.next_blkaddr);
+    }
+    free(node);
+    return err;
+}
+
+static void *checkpoint_thread(void *arg);
+
+/* Sets up the write side: segment and NAT managers, orphans left by a crash, and the
+ * checkpoint thread. */
+static int open_rw(struct f2fuse *fs)
+{
+    const char *why = rw_refusal(fs);
+    bool pending = false;
+    int err = why ? 0 : fsync_chain_pending(fs, &pending);
+    if (err)
+        return err;
+    if (pending)
+        why = "it holds fsync'ed data to replay (mount it with the kernel first)";
+    if (why) {
+        log_err("cannot mount read-write: %s; mount with -o ro", why);
+        return -EROFS;
+    }
+    atomic_store(&fs->next_generation, (uint32_t)time(NULL));
+    err = seg_load(fs, &fs->seg);
+    if (!err)
+        err = nat_load(fs, &fs->nat);
+    if (err)
+        return err;
+    /* Data may not take the segments a checkpoint needs for its nodes. */
+    seg_set_data_reserve(fs->seg, 3);
+
+    uint32_t *orphans, norphans;
+    err = checkpoint_read_orphans(fs, &orphans, &norphans);
+    if (err)
+        return err;
+    for (uint32_t i = 0; i < norphans && !err; i++)
+        err = inode_free(fs, orphans[i]);
+    free(orphans);
+    if (!err && norphans) {
+        log_info("freed %u orphan inode(s) left by an unclean unmount", norphans);
+        err = checkpoint_write(fs, false, NULL, 0);
+    }
+    if (err)
+        return err;
+    if (fs->opts.checkpoint_interval) {
+        err = -pthread_create(&fs->cp_thread, NULL, checkpoint_thread, fs);
+        fs->cp_thread_running = !err;
+    }
+    return err;
+}
+
 int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2fuse **out)
 {
     struct f2fuse_options defaults;
@@ -102,14 +211,17 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
         f2fuse_options_init(&defaults);
         opts = &defaults;
     }
-    if (!opts->read_only) {
-        log_err("read-write mounting is not implemented yet; mount with -o ro");
-        return -EROFS;
-    }
     struct f2fuse *fs = calloc(1, sizeof(*fs));
     if (!fs)
         return -ENOMEM;
     fs->opts = *opts;
+    pthread_rwlock_init(&fs->cp_lock, NULL);
+    pthread_mutex_init(&fs->ns_lock, NULL);
+    pthread_mutex_init(&fs->open_lock, NULL);
+    pthread_mutex_init(&fs->cp_thread_lock, NULL);
+    pthread_cond_init(&fs->cp_thread_wake, NULL);
+    for (int i = 0; i < INODE_LOCK_STRIPES; i++)
+        pthread_mutex_init(&fs->inode_locks[i], NULL);
     struct blk_options bo = {.backend = opts->backend, .queue_depth = opts->queue_depth,
                              .read_only = opts->read_only};
     int err = blk_open(image, &bo, &fs->dev);
@@ -123,7 +235,10 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
         err = super_load(fs);
     if (!err)
         err = checkpoint_load(fs);
+    if (!err && !opts->read_only)
+        err = open_rw(fs);
     if (err) {
+        fs->write_error = err; /* no final checkpoint on the way out */
         f2fuse_close(fs);
         return err;
     }
@@ -135,11 +250,177 @@ void f2fuse_close(struct f2fuse *fs)
 {
     if (!fs)
         return;
+    if (fs->cp_thread_running) {
+        pthread_mutex_lock(&fs->cp_thread_lock);
+        fs->stopping = true;
+        pthread_cond_signal(&fs->cp_thread_wake);
+        pthread_mutex_unlock(&fs->cp_thread_lock);
+        pthread_join(fs->cp_thread, NULL);
+    }
+    if (fs->seg && fs->nat && !fs->write_error) {
+        /* The last checkpoint, marked as a clean unmount. */
+        uint32_t n;
+        uint32_t *orphans = inode_orphans(fs, &n);
+        pthread_rwlock_wrlock(&fs->cp_lock);
+        int err = checkpoint_write(fs, true, orphans, orphans ? n : 0);
+        pthread_rwlock_unlock(&fs->cp_lock);
+        free(orphans);
+        if (err)
+            log_err("final checkpoint failed: %s; the image keeps its previous checkpoint",
+                    strerror(-err));
+    }
+    nat_destroy(fs->nat);
+    seg_destroy(fs->seg);
     pcache_destroy(fs->cache);
     if (fs->dev)
         blk_close(fs->dev);
+    free(fs->open);
     free(fs->cp_block);
+    pthread_rwlock_destroy(&fs->cp_lock);
+    pthread_mutex_destroy(&fs->ns_lock);
+    pthread_mutex_destroy(&fs->open_lock);
+    pthread_mutex_destroy(&fs->cp_thread_lock);
+    pthread_cond_destroy(&fs->cp_thread_wake);
+    for (int i = 0; i < INODE_LOCK_STRIPES; i++)
+        pthread_mutex_destroy(&fs->inode_locks[i]);
     free(fs);
+}
+
+/* ---- locks and the shared steps of write operations ---- */
+
+static int stripe_order(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* The distinct stripes of inos, ascending: the one order every thread locks them in. */
+static int stripes_of(const uint32_t *inos, int n, int *out)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (!inos[i])
+            continue;
+        int s = (int)(inos[i] % INODE_LOCK_STRIPES);
+        bool seen = false;
+        for (int j = 0; j < m; j++)
+            seen |= out[j] == s;
+        if (!seen)
+            out[m++] = s;
+    }
+    qsort(out, (size_t)m, sizeof(*out), stripe_order);
+    return m;
+}
+
+void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n)
+{
+    int stripes[8];
+    int m = stripes_of(inos, n, stripes);
+    for (int i = 0; i < m; i++)
+        pthread_mutex_lock(&fs->inode_locks[stripes[i]]);
+}
+
+void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n)
+{
+    int stripes[8];
+    int m = stripes_of(inos, n, stripes);
+    for (int i = m - 1; i >= 0; i--)
+        pthread_mutex_unlock(&fs->inode_locks[stripes[i]]);
+}
+
+int fs_writable(struct f2fuse *fs)
+{
+    if (!fs->seg)
+        return -EROFS;
+    return fs->write_error ? -EIO : 0;
+}
+
+/* Blocks that writing back what is dirty now could take, with room for the nodes that
+ * writeback itself dirties. */
+static uint64_t pending_blocks(struct f2fuse *fs)
+{
+    uint64_t data = pcache_dirty_count(fs->cache, PAGE_DATA);
+    uint64_t nodes = pcache_dirty_count(fs->cache, PAGE_NODE);
+    return data + nodes + data / ADDRS_PER_BLOCK + 16;
+}
+
+/* Segments kept back from the space check: the three node logs and the hot data log may
+ * each need a fresh segment during one checkpoint. */
+#define RESERVED_SEGMENTS 4u
+
+static bool room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
+{
+    uint64_t need = pending_blocks(fs) + blocks;
+    uint64_t user = le64(fs->cp->user_block_count);
+    *logical = seg_valid_blocks(fs->seg) + need <= user;
+    uint32_t free_segs = seg_free_segments(fs->seg);
+    uint64_t writable = free_segs > RESERVED_SEGMENTS
+                            ? (uint64_t)(free_segs - RESERVED_SEGMENTS) * F2FS_BLOCKS_PER_SEG
+                            : 0;
+    return *logical && need <= writable;
+}
+
+int fs_reserve(struct f2fuse *fs, uint64_t blocks)
+{
+    bool logical;
+    if (room_for(fs, blocks, &logical))
+        return 0;
+    if (!logical)
+        return -ENOSPC;
+    /* Out-of-place writes need free segments; a checkpoint writes back what is dirty and
+     * turns the segments it emptied into free ones. */
+    int err = f2fuse_sync(fs);
+    if (err)
+        return err;
+    return room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
+}
+
+void fs_after_change(struct f2fuse *fs)
+{
+    if (pcache_over_budget(fs->cache))
+        f2fuse_sync(fs);
+}
+
+int f2fuse_sync(struct f2fuse *fs)
+{
+    if (!fs->seg)
+        return 0;
+    atomic_fetch_add(&fs->checkpoint_requests, 1);
+    uint32_t n;
+    uint32_t *orphans = inode_orphans(fs, &n);
+    pthread_rwlock_wrlock(&fs->cp_lock);
+    int err = fs->write_error;
+    if (!err)
+        err = checkpoint_write(fs, false, orphans, orphans ? n : 0);
+    if (err && !fs->write_error) {
+        fs->write_error = err;
+        log_err("checkpoint failed: %s; the mount turns read-only and the image keeps its "
+                "last checkpoint", strerror(-err));
+    }
+    pthread_rwlock_unlock(&fs->cp_lock);
+    free(orphans);
+    return err;
+}
+
+static void *checkpoint_thread(void *arg)
+{
+    struct f2fuse *fs = arg;
+    pthread_mutex_lock(&fs->cp_thread_lock);
+    while (!fs->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += fs->opts.checkpoint_interval;
+        while (!fs->stopping &&
+               pthread_cond_timedwait(&fs->cp_thread_wake, &fs->cp_thread_lock, &until) == 0)
+            ;
+        if (fs->stopping)
+            break;
+        pthread_mutex_unlock(&fs->cp_thread_lock);
+        if (pcache_dirty_count(fs->cache, PAGE_DATA) || pcache_dirty_count(fs->cache, PAGE_NODE))
+            f2fuse_sync(fs);
+        pthread_mutex_lock(&fs->cp_thread_lock);
+    }
+    pthread_mutex_unlock(&fs->cp_thread_lock);
+    return NULL;
 }
 
 uint32_t f2fuse_root_ino(const struct f2fuse *fs)
@@ -147,7 +428,21 @@ uint32_t f2fuse_root_ino(const struct f2fuse *fs)
     return fs->root_ino;
 }
 
-int f2fuse_getattr(struct f2fuse *fs, uint32_t ino, struct f2fuse_attr *attr)
+/* Reading operations hold cp_lock shared and the inode's stripe, so that they never see an
+ * inode or directory block halfway through a change. */
+static void rd_begin(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    inode_lock_many(fs, &ino, 1);
+}
+
+static void rd_end(struct f2fuse *fs, uint32_t ino)
+{
+    inode_unlock_many(fs, &ino, 1);
+    pthread_rwlock_unlock(&fs->cp_lock);
+}
+
+static int getattr_locked(struct f2fuse *fs, uint32_t ino, struct f2fuse_attr *attr)
 {
     struct page *page;
     struct inode_info ii;
@@ -159,15 +454,24 @@ int f2fuse_getattr(struct f2fuse *fs, uint32_t ino, struct f2fuse_attr *attr)
     return err;
 }
 
+int f2fuse_getattr(struct f2fuse *fs, uint32_t ino, struct f2fuse_attr *attr)
+{
+    rd_begin(fs, ino);
+    int err = getattr_locked(fs, ino, attr);
+    rd_end(fs, ino);
+    return err;
+}
+
 /* Reads a directory inode, failing with ENOTDIR for anything else. */
 static int dir_get(struct f2fuse *fs, uint32_t ino, struct page **page, struct inode_info *ii)
 {
     int err = inode_get(fs, ino, page, ii);
     if (err)
         return err;
-    if (!S_ISDIR(ii->mode)) {
+    if (!S_ISDIR(ii->mode) || (ii->advise & FADVISE_ENCRYPT_BIT)) {
+        /* Encrypted names are ciphertext (may hold '/' or NUL): without the key, none. */
         pcache_put(fs->cache, *page);
-        return -ENOTDIR;
+        return S_ISDIR(ii->mode) ? -ENOKEY : -ENOTDIR;
     }
     return 0;
 }
@@ -177,15 +481,15 @@ int f2fuse_lookup(struct f2fuse *fs, uint32_t dir_ino, const char *name, size_t 
 {
     struct page *page;
     struct inode_info dir;
+    rd_begin(fs, dir_ino);
     int err = dir_get(fs, dir_ino, &page, &dir);
-    if (err)
-        return err;
     uint32_t ino;
-    err = dir_lookup(fs, &dir, page, name, namelen, &ino);
-    pcache_put(fs->cache, page);
-    if (err)
-        return err;
-    return f2fuse_getattr(fs, ino, attr);
+    if (!err) {
+        err = dir_lookup(fs, &dir, page, name, namelen, &ino);
+        pcache_put(fs->cache, page);
+    }
+    rd_end(fs, dir_ino);
+    return err ? err : f2fuse_getattr(fs, ino, attr);
 }
 
 int f2fuse_readdir(struct f2fuse *fs, uint32_t dir_ino, uint64_t cookie, f2fuse_dirent_fn fn,
@@ -193,11 +497,13 @@ int f2fuse_readdir(struct f2fuse *fs, uint32_t dir_ino, uint64_t cookie, f2fuse_
 {
     struct page *page;
     struct inode_info dir;
+    rd_begin(fs, dir_ino);
     int err = dir_get(fs, dir_ino, &page, &dir);
-    if (err)
-        return err;
-    err = dir_iterate(fs, &dir, page, cookie, fn, arg);
-    pcache_put(fs->cache, page);
+    if (!err) {
+        err = dir_iterate(fs, &dir, page, cookie, fn, arg);
+        pcache_put(fs->cache, page);
+    }
+    rd_end(fs, dir_ino);
     return err;
 }
 
@@ -205,9 +511,12 @@ ssize_t f2fuse_read(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uin
 {
     struct page *page;
     struct inode_info ii;
+    rd_begin(fs, ino);
     int err = inode_get(fs, ino, &page, &ii);
-    if (err)
+    if (err) {
+        rd_end(fs, ino);
         return err;
+    }
     ssize_t ret;
     if (S_ISDIR(ii.mode))
         ret = -EISDIR;
@@ -216,6 +525,7 @@ ssize_t f2fuse_read(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uin
     else
         ret = data_read(fs, &ii, page, buf, size, off);
     pcache_put(fs->cache, page);
+    rd_end(fs, ino);
     return ret;
 }
 
@@ -223,9 +533,12 @@ ssize_t f2fuse_readlink(struct f2fuse *fs, uint32_t ino, char *buf, size_t size)
 {
     struct page *page;
     struct inode_info ii;
+    rd_begin(fs, ino);
     int err = inode_get(fs, ino, &page, &ii);
-    if (err)
+    if (err) {
+        rd_end(fs, ino);
         return err;
+    }
     ssize_t ret;
     if (!S_ISLNK(ii.mode))
         ret = -EINVAL;
@@ -236,6 +549,7 @@ ssize_t f2fuse_readlink(struct f2fuse *fs, uint32_t ino, char *buf, size_t size)
     else
         ret = data_read(fs, &ii, page, buf, size < ii.size ? size : ii.size, 0);
     pcache_put(fs->cache, page);
+    rd_end(fs, ino);
     return ret;
 }
 
@@ -244,11 +558,15 @@ ssize_t f2fuse_getxattr(struct f2fuse *fs, uint32_t ino, const char *name, void 
 {
     struct page *page;
     struct inode_info ii;
+    rd_begin(fs, ino);
     int err = inode_get(fs, ino, &page, &ii);
-    if (err)
+    if (err) {
+        rd_end(fs, ino);
         return err;
+    }
     ssize_t ret = xattr_get(fs, &ii, page, name, value, size);
     pcache_put(fs->cache, page);
+    rd_end(fs, ino);
     return ret;
 }
 
@@ -256,12 +574,53 @@ ssize_t f2fuse_listxattr(struct f2fuse *fs, uint32_t ino, char *list, size_t siz
 {
     struct page *page;
     struct inode_info ii;
+    rd_begin(fs, ino);
     int err = inode_get(fs, ino, &page, &ii);
-    if (err)
+    if (err) {
+        rd_end(fs, ino);
         return err;
+    }
     ssize_t ret = xattr_list(fs, &ii, page, list, size);
     pcache_put(fs->cache, page);
+    rd_end(fs, ino);
     return ret;
+}
+
+static int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
+                        size_t size, int flags)
+{
+    int err = fs_writable(fs);
+    if (!err)
+        err = fs_reserve(fs, 2);
+    if (err)
+        return err;
+    rd_begin(fs, ino);
+    struct page *page;
+    struct inode_info ii;
+    err = inode_get(fs, ino, &page, &ii);
+    if (!err) {
+        err = xattr_set(fs, &ii, page, name, value, size, flags);
+        if (!err) {
+            inode_touch(page, false, true);
+            pcache_mark_dirty(fs->cache, page);
+        }
+        pcache_put(fs->cache, page);
+    }
+    rd_end(fs, ino);
+    fs_after_change(fs);
+    return err;
+}
+
+int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
+                    size_t size, int flags)
+{
+    static const char empty;
+    return xattr_change(fs, ino, name, value ? value : &empty, size, flags);
+}
+
+int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name)
+{
+    return xattr_change(fs, ino, name, NULL, 0, 0);
 }
 
 int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
@@ -269,12 +628,18 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
     const struct f2fs_checkpoint *cp = fs->cp;
     memset(st, 0, sizeof(*st));
     uint64_t user = le64(cp->user_block_count), valid = le64(cp->valid_block_count);
+    if (fs->seg) {
+        uint64_t pending = pending_blocks(fs);
+        valid = seg_valid_blocks(fs->seg) + pending;
+        if (valid > user)
+            valid = user;
+    }
     uint64_t nodes = fs->max_nid - F2FS_RESERVED_NODE_NUM;
     st->f_bsize = st->f_frsize = F2FS_BLKSIZE;
     st->f_blocks = user;
     st->f_bfree = st->f_bavail = user - valid;
     st->f_files = nodes;
-    uint64_t free_nodes = nodes - le32(cp->valid_node_count);
+    uint64_t free_nodes = nodes - (fs->nat ? nat_valid_nodes(fs->nat) : le32(cp->valid_node_count));
     st->f_ffree = st->f_favail = free_nodes < st->f_bavail ? free_nodes : st->f_bavail;
     uint64_t fsid;
     memcpy(&fsid, fs->sb.uuid, sizeof(fsid));
@@ -289,7 +654,15 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
 {
     blk_emit_stats(fs->dev, fn, arg);
     pcache_emit_stats(fs->cache, fn, arg);
+    if (fs->seg)
+        seg_emit_stats(fs->seg, fn, arg);
+    if (fs->nat)
+        nat_emit_stats(fs->nat, fn, arg);
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
+    fn(arg, "fs.checkpoints", atomic_load(&fs->checkpoints));
+    fn(arg, "fs.checkpoint_requests", atomic_load(&fs->checkpoint_requests));
+    fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
+    fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
     fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));
     fn(arg, "fs.checkpoint_version", fs->cp_ver);
     fn(arg, "fs.valid_blocks", le64(fs->cp->valid_block_count));

@@ -4,6 +4,8 @@
 #ifndef F2FUSE_CORE_FS_H
 #define F2FUSE_CORE_FS_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,6 +17,8 @@
 #include "core/segment.h"
 #include "f2fuse.h"
 #include "util/log.h"
+
+#define INODE_LOCK_STRIPES 64
 
 /* Everything known about a mounted image.  Geometry and checkpoint state are read once at
  * mount and are immutable on a read-only mount. */
@@ -47,6 +51,30 @@ struct f2fuse {
     struct seg_manager *seg;
     struct nat_manager *nat;
 
+    /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
+     * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
+     * data, size and dentries are guarded by one of the inode_locks stripes (taken in
+     * stripe order when an operation needs two). */
+    pthread_rwlock_t cp_lock;
+    pthread_mutex_t ns_lock;
+    pthread_mutex_t inode_locks[INODE_LOCK_STRIPES];
+    atomic_uint_fast64_t checkpoints;
+    atomic_uint_fast64_t checkpoint_requests;
+    atomic_uint_fast64_t data_pages_written, node_pages_written;
+    atomic_uint_fast32_t next_generation;
+    int write_error;            /* set when a checkpoint failed: the mount turns read-only */
+
+    /* Inodes open through the API, to keep unlinked ones until their last close. */
+    pthread_mutex_t open_lock;
+    struct open_inode *open;
+    size_t nopen, capopen;
+
+    /* The checkpoint thread: commits every checkpoint_interval seconds when dirty. */
+    pthread_t cp_thread;
+    bool cp_thread_running, stopping;
+    pthread_mutex_t cp_thread_lock;
+    pthread_cond_t cp_thread_wake;
+
     atomic_uint_fast64_t corrupt_hits; /* times a damaged structure was met */
     atomic_uint_fast64_t inode_reads;
 };
@@ -59,6 +87,9 @@ int super_load(struct f2fuse *fs);
 
 /* checkpoint.c */
 int checkpoint_load(struct f2fuse *fs);
+int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, uint32_t norphans);
+/* The orphan inodes the valid checkpoint lists (malloc'ed array). */
+int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count);
 
 /* node.c */
 bool nid_valid(const struct f2fuse *fs, uint32_t nid);
@@ -67,6 +98,21 @@ int nat_lookup(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *out);
 /* Reads node nid and checks its footer (nid, and owner ino unless ino == 0). */
 int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out);
 static inline struct f2fs_node *page_node(struct page *p) { return p->data; }
+/* Word pointers into a node page's arrays.  Page buffers are 4 KiB aligned and these
+ * arrays sit at 4-byte aligned offsets, so such pointers are safe despite the packing. */
+static inline uint32_t *node_word(struct page *p, size_t byte_off)
+{
+    return (uint32_t *)((uint8_t *)p->data + byte_off);
+}
+#define INODE_ADDR(p, i) node_word((p), offsetof(struct f2fs_inode, i_addr) + 4 * (size_t)(i))
+#define INODE_NID(p, i) node_word((p), offsetof(struct f2fs_inode, i_nid) + 4 * (size_t)(i))
+#define NODE_SLOT(p, i) node_word((p), 4 * (size_t)(i)) /* direct addr[i] / indirect nid[i] */
+/* Write side.  node_new makes a dirty, zero-filled node page for nid (0: allocate a nid)
+ * with its footer set; node_free releases a node and its block. */
+int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
+             struct page **out);
+int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino);
+int node_writeback(struct f2fuse *fs);
 
 /* inode.c: the decoded, immutable view of an on-disk inode that the rest of the core uses. */
 struct inode_info {
@@ -86,12 +132,16 @@ struct inode_info {
     uint32_t nids[DEF_NIDS_PER_INODE];
 };
 int inode_get(struct f2fuse *fs, uint32_t ino, struct page **page, struct inode_info *info);
+/* Checks an inode page and decodes it (inode_get without the read). */
+int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struct inode_info *ii);
 int inode_fill_attr(struct f2fuse *fs, const struct f2fs_inode *ri, const struct inode_info *ii,
                     struct f2fuse_attr *attr);
 /* Byte offset and size of the inline data area inside the inode block. */
 uint32_t inline_data_offset(const struct inode_info *ii);
 uint32_t inline_data_size(const struct inode_info *ii);
 uint32_t inline_xattr_offset(const struct inode_info *ii);
+/* Recomputes the inode checksum of an inode page when the image uses them. */
+void inode_update_checksum(struct f2fuse *fs, struct page *page);
 
 /* data.c */
 /* Maps count file blocks from index; addrs[i] gets a block address, NULL_ADDR for holes. */
@@ -101,6 +151,29 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
 uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uint64_t index);
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off);
+uint64_t data_max_size(const struct inode_info *ii);
+
+/* Where the pointer to one file block lives: in the inode or in a direct node. */
+struct dnode {
+    struct page *page; /* the inode page or the direct node's page (referenced) */
+    uint32_t nid;      /* its nid */
+    uint32_t ofs;      /* index in its address array (the summary's ofs_in_node) */
+    uint32_t *addr;    /* the little-endian pointer itself */
+};
+/* Finds the pointer of file block index; with alloc, creates missing nodes on the way
+ * (else -ENOENT for a hole in the node tree).  Release with dnode_put. */
+int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
+              bool alloc, struct dnode *dn);
+void dnode_put(struct f2fuse *fs, struct page *ipage, struct dnode *dn);
+void inode_add_blocks(struct page *ipage, int64_t delta);
+ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
+                   size_t size, uint64_t off);
+int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size);
+int data_writeback(struct f2fuse *fs);
+/* Moves an inline file's data to block 0 (f2fs_convert_inline_inode). */
+int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
+/* Frees file block index (a hole afterwards). */
+int data_punch_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index);
 
 /* hash.c */
 uint32_t dentry_hash(const uint8_t *name, size_t len);
@@ -111,10 +184,42 @@ int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpa
 int dir_iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
                 uint64_t cookie, f2fuse_dirent_fn fn, void *arg);
 
+/* Write side: entries are added at the lowest hash level with room (inline directories
+ * move to a block when full); mode gives the entry's file type. */
+uint8_t dir_file_type(uint16_t mode);
+int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
+                  size_t len, uint32_t ino, uint16_t mode);
+int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                     const char *name, size_t len, uint32_t *ino);
+int dir_set_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
+                  size_t len, uint32_t ino, uint16_t mode);
+int dir_init(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, uint32_t parent);
+int dir_is_empty(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage, bool *empty);
+
+/* namei.c */
+void inode_touch(struct page *ipage, bool mtime, bool ctime);
+int inode_open(struct f2fuse *fs, uint32_t ino);
+int inode_release(struct f2fuse *fs, uint32_t ino);
+int inode_free(struct f2fuse *fs, uint32_t ino);
+/* The unlinked-but-open inodes, for the checkpoint's orphan list (malloc'ed). */
+uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count);
+
+/* fs.c: shared pieces of every write operation */
+int fs_writable(struct f2fuse *fs);               /* -EROFS on a read-only mount */
+int fs_reserve(struct f2fuse *fs, uint64_t blocks); /* -ENOSPC when they cannot be had */
+void fs_after_change(struct f2fuse *fs);           /* checkpoints when memory or space is short */
+void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n);
+void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n);
+
 /* xattr.c */
 ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                   const char *name, void *value, size_t size);
 ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                    char *list, size_t size);
+#define XATTR_CREATE_FLAG 1  /* = XATTR_CREATE */
+#define XATTR_REPLACE_FLAG 2 /* = XATTR_REPLACE */
+/* Sets (value != NULL) or removes an attribute; flags as setxattr(2). */
+int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
+              const void *value, size_t size, int flags);
 
 #endif

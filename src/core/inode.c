@@ -35,7 +35,7 @@ uint32_t inline_xattr_offset(const struct inode_info *ii)
     return offsetof(struct f2fs_inode, i_addr) + 4 * (DEF_ADDRS_PER_INODE - ii->xattr_addrs);
 }
 
-static bool checksum_ok(struct f2fuse *fs, const struct page *page)
+static uint32_t inode_checksum(struct f2fuse *fs, const struct page *page)
 {
     const uint8_t *blk = page->data;
     const struct f2fs_node *node = page->data;
@@ -46,15 +46,33 @@ static bool checksum_ok(struct f2fuse *fs, const struct page *page)
     crc = f2fs_crc32(crc, &gen, sizeof(gen));
     crc = f2fs_crc32(crc, blk, off);
     crc = f2fs_crc32(crc, &zero, sizeof(zero));
-    crc = f2fs_crc32(crc, blk + off + 4, F2FS_BLKSIZE - off - 4);
-    return crc == le32(node->i.i_inode_checksum);
+    return f2fs_crc32(crc, blk + off + 4, F2FS_BLKSIZE - off - 4);
 }
 
-static int inode_check(struct f2fuse *fs, const struct page *page, struct inode_info *ii)
+static bool has_checksum(struct f2fuse *fs, const struct f2fs_inode *ri)
+{
+    return (fs->features & F2FS_FEATURE_INODE_CHKSUM) && (ri->i_inline & F2FS_EXTRA_ATTR) &&
+           le16(ri->i_extra_isize) >= EXTRA_OFF(i_inode_checksum) + 4;
+}
+
+static bool checksum_ok(struct f2fuse *fs, const struct page *page)
+{
+    return inode_checksum(fs, page) == le32(page_node((struct page *)page)->i.i_inode_checksum);
+}
+
+void inode_update_checksum(struct f2fuse *fs, struct page *page)
+{
+    struct f2fs_inode *ri = &page_node(page)->i;
+    if (has_checksum(fs, ri))
+        ri->i_inode_checksum = htole32(inode_checksum(fs, page));
+}
+
+int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struct inode_info *ii)
 {
     const struct f2fs_node *node = page->data;
     const struct f2fs_inode *ri = &node->i;
-    uint32_t ino = ii->ino;
+    memset(ii, 0, sizeof(*ii));
+    ii->ino = ino;
 
     if (le32(node->footer.flag) >> OFFSET_BIT_SHIFT)
         return fs_corrupt(fs, "inode %u: node block is not an inode (offset %u)", ino,
@@ -109,8 +127,8 @@ static int inode_check(struct f2fuse *fs, const struct page *page, struct inode_
                           ii->xattr_addrs);
     ii->addrs_per_inode = DEF_ADDRS_PER_INODE - ii->extra_isize / 4 - ii->xattr_addrs;
 
-    if ((fs->features & F2FS_FEATURE_INODE_CHKSUM) && (ii->inline_flags & F2FS_EXTRA_ATTR) &&
-        ii->extra_isize >= EXTRA_OFF(i_inode_checksum) + 4 && !checksum_ok(fs, page))
+    /* A page dirtied since its last write carries a stale checksum until written. */
+    if (has_checksum(fs, &node->i) && !page->dirty && !checksum_ok(fs, page))
         return fs_corrupt(fs, "inode %u: checksum mismatch", ino);
 
     bool is_dir = S_ISDIR(ii->mode);
@@ -142,9 +160,7 @@ int inode_get(struct f2fuse *fs, uint32_t ino, struct page **pagep, struct inode
     if (err)
         return err;
     atomic_fetch_add(&fs->inode_reads, 1);
-    memset(ii, 0, sizeof(*ii));
-    ii->ino = ino;
-    err = inode_check(fs, page, ii);
+    err = inode_decode(fs, page, ino, ii);
     if (err) {
         pcache_put(fs->cache, page);
         return err;

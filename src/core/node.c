@@ -1,6 +1,7 @@
 /* Node address table: nid → block address (the NAT journal first, then the current copy of
  * the NAT block), and node blocks read with their footers checked. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/fs.h"
@@ -37,6 +38,8 @@ int nat_lookup(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *out)
 {
     if (!nid_valid(fs, nid))
         return fs_corrupt(fs, "nid %u is outside the NAT (max %u)", nid, fs->max_nid);
+    if (fs->nat) /* a writable mount: the NAT manager knows the entries changed since */
+        return nat_get(fs->nat, nid, out);
     for (unsigned i = 0; i < fs->nat_journal_count; i++) {
         if (le32(fs->nat_journal[i].nid) == nid) {
             *out = fs->nat_journal[i].ne;
@@ -65,6 +68,8 @@ int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out)
         if (err)
             return err;
         uint32_t blkaddr = le32(ne.block_addr);
+        if (blkaddr == NULL_ADDR)
+            return -ENOENT; /* a freed node (e.g. an inode unlinked meanwhile) */
         if (!blkaddr_in_main(fs, blkaddr))
             return fs_corrupt(fs, "NAT entry of nid %u points to block 0x%x outside the main "
                                   "area", nid, blkaddr);
@@ -87,4 +92,129 @@ int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out)
     }
     *out = page;
     return 0;
+}
+
+/* ---- write side ---- */
+
+#define NODE_COLD_BIT 0x1u /* footer flag: node of a non-directory */
+
+int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
+             struct page **out)
+{
+    bool allocated = false;
+    if (!nid) { /* the caller passes a nid it allocated itself for an inode (nid == ino) */
+        int err = nat_alloc_nid(fs->nat, &nid);
+        if (err)
+            return err;
+        allocated = true;
+    }
+    struct page *page = NULL;
+    int err = pcache_get(fs->cache, PAGE_NODE, nid, PCACHE_NO_LOAD, &page);
+    if (!err)
+        err = nat_set(fs->nat, nid, ino, NEW_ADDR);
+    if (err) {
+        if (allocated)
+            nat_release_nid(fs->nat, nid);
+        if (page) {
+            pcache_put(fs->cache, page);
+            pcache_discard(fs->cache, PAGE_NODE, nid);
+        }
+        return err;
+    }
+    struct node_footer *f = &page_node(page)->footer;
+    f->nid = htole32(nid);
+    f->ino = htole32(ino);
+    f->flag = htole32(ofs << OFFSET_BIT_SHIFT | (cold ? NODE_COLD_BIT : 0));
+    pcache_mark_dirty(fs->cache, page);
+    *out = page;
+    return 0;
+}
+
+int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino)
+{
+    struct f2fs_nat_entry ne;
+    int err = nat_get(fs->nat, nid, &ne);
+    if (err)
+        return err;
+    uint32_t old = le32(ne.block_addr);
+    if (old == NULL_ADDR)
+        return fs_corrupt(fs, "freeing nid %u of inode %u, which is not in use", nid, ino);
+    if (blkaddr_in_main(fs, old))
+        seg_invalidate_block(fs->seg, old);
+    pcache_discard(fs->cache, PAGE_NODE, nid);
+    return nat_set(fs->nat, nid, ino, NULL_ADDR);
+}
+
+/* Which log a node goes to (__get_segment_type_6): direct nodes (inodes included) of
+ * directories are hot, of files warm; indirect nodes cold. */
+static enum log_type node_log(const struct f2fs_node *node)
+{
+    uint32_t flag = le32(node->footer.flag);
+    uint32_t ofs = flag >> OFFSET_BIT_SHIFT;
+    bool direct = true;
+    if (ofs == 3 || ofs == 4 + NIDS_PER_BLOCK || ofs == 5 + 2 * NIDS_PER_BLOCK)
+        direct = false;
+    else if (ofs >= 6 + 2 * NIDS_PER_BLOCK && ofs != XATTR_NODE_OFFSET &&
+             (ofs - (6 + 2 * NIDS_PER_BLOCK)) % (NIDS_PER_BLOCK + 1) == 0)
+        direct = false;
+    if (!direct)
+        return LOG_COLD_NODE;
+    return (flag & NODE_COLD_BIT) ? LOG_WARM_NODE : LOG_HOT_NODE;
+}
+
+#define WRITEBACK_BATCH 1024
+
+/* Writes every dirty node page to a newly allocated block of its log and points its NAT
+ * entry there.  Runs inside a checkpoint, after data writeback (which dirties nodes). */
+int node_writeback(struct f2fuse *fs)
+{
+    struct page **pages = malloc(WRITEBACK_BATCH * sizeof(*pages));
+    struct blk_req *reqs = malloc(WRITEBACK_BATCH * sizeof(*reqs));
+    struct blk_req **rp = malloc(WRITEBACK_BATCH * sizeof(*rp));
+    int err = pages && reqs && rp ? 0 : -ENOMEM;
+    while (!err) {
+        size_t n = pcache_collect_dirty(fs->cache, PAGE_NODE, pages, WRITEBACK_BATCH);
+        if (n == 0)
+            break;
+        size_t i;
+        for (i = 0; i < n && !err; i++) {
+            struct page *page = pages[i];
+            struct f2fs_node *node = page_node(page);
+            uint32_t nid = le32(node->footer.nid), ino = le32(node->footer.ino);
+            struct f2fs_nat_entry ne;
+            err = nat_get(fs->nat, nid, &ne);
+            if (err)
+                break;
+            struct f2fs_summary sum = {.nid = htole32(nid)};
+            uint32_t blkaddr;
+            err = seg_alloc_block(fs->seg, node_log(node), &sum, &blkaddr);
+            if (err)
+                break;
+            uint32_t old = le32(ne.block_addr);
+            if (blkaddr_in_main(fs, old))
+                seg_invalidate_block(fs->seg, old);
+            node->footer.cp_ver = htole64(fs->cp_ver);
+            node->footer.next_blkaddr = htole32(blkaddr + 1);
+            if (nid == ino)
+                inode_update_checksum(fs, page);
+            err = nat_set(fs->nat, nid, ino, blkaddr);
+            reqs[i] = (struct blk_req){.op = BLK_WRITE, .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
+                                       .len = F2FS_BLKSIZE, .buf = page->data};
+            rp[i] = &reqs[i];
+            page->blkaddr = blkaddr;
+        }
+        if (!err)
+            err = blk_submit_wait(fs->dev, rp, (unsigned)i);
+        for (size_t j = 0; j < n; j++) {
+            if (!err)
+                pcache_mark_clean(fs->cache, pages[j], pages[j]->blkaddr);
+            pcache_put(fs->cache, pages[j]);
+        }
+        if (!err)
+            atomic_fetch_add(&fs->node_pages_written, n);
+    }
+    free(pages);
+    free(reqs);
+    free(rp);
+    return err;
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fs.h"
 
@@ -250,4 +251,224 @@ ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *i
     }
     free(buf);
     return ret;
+}
+
+/* ---- write side ---- */
+
+/* Converts a posix_acl_xattr value to f2fs's compact ACL; returns its size or -EINVAL. */
+static ssize_t xattr_to_acl(const uint8_t *v, size_t len, uint8_t *out)
+{
+    uint32_t version;
+    if (len < sizeof(version) || (len - sizeof(version)) % sizeof(struct f2fs_acl_entry))
+        return -EINVAL;
+    memcpy(&version, v, sizeof(version));
+    if (le32(version) != ACL_XATTR_VERSION)
+        return -EINVAL;
+    uint32_t f2fs_version = htole32(F2FS_ACL_VERSION);
+    memcpy(out, &f2fs_version, sizeof(f2fs_version));
+    size_t w = sizeof(uint32_t);
+    for (size_t pos = sizeof(version); pos < len; pos += sizeof(struct f2fs_acl_entry)) {
+        struct f2fs_acl_entry e;
+        memcpy(&e, v + pos, sizeof(e));
+        uint16_t tag = le16(e.e_tag);
+        if (tag == ACL_USER || tag == ACL_GROUP) {
+            memcpy(out + w, &e, sizeof(e));
+            w += sizeof(e);
+        } else if (tag == ACL_USER_OBJ || tag == ACL_GROUP_OBJ || tag == ACL_MASK ||
+                   tag == ACL_OTHER) {
+            struct f2fs_acl_entry_short s = {e.e_tag, e.e_perm};
+            memcpy(out + w, &s, sizeof(s));
+            w += sizeof(s);
+        } else {
+            return -EINVAL;
+        }
+    }
+    return (ssize_t)w;
+}
+
+/* The permission bits an access ACL implies (posix_acl_equiv_mode / posix_acl_update_mode):
+ * owner from USER_OBJ, group from MASK (else GROUP_OBJ), other from OTHER.  *plain is set
+ * when the ACL says nothing a mode cannot say; it then need not be stored at all. */
+static int acl_xattr_mode(const uint8_t *v, size_t len, uint16_t *mode, bool *plain)
+{
+    if (len < sizeof(uint32_t) || (len - sizeof(uint32_t)) % sizeof(struct f2fs_acl_entry))
+        return -EINVAL;
+    uint16_t user = 0, group = 0, mask = 0xffff, other = 0;
+    *plain = true;
+    for (size_t pos = sizeof(uint32_t); pos < len; pos += sizeof(struct f2fs_acl_entry)) {
+        struct f2fs_acl_entry e;
+        memcpy(&e, v + pos, sizeof(e));
+        uint16_t perm = le16(e.e_perm) & 7;
+        switch (le16(e.e_tag)) {
+        case ACL_USER_OBJ: user = perm; break;
+        case ACL_GROUP_OBJ: group = perm; break;
+        case ACL_OTHER: other = perm; break;
+        case ACL_MASK: mask = perm; *plain = false; break;
+        case ACL_USER: case ACL_GROUP: *plain = false; break;
+        default: return -EINVAL;
+        }
+    }
+    *mode = (uint16_t)(user << 6 | (mask != 0xffff ? mask : group) << 3 | other);
+    return 0;
+}
+
+struct rebuild_ctx {
+    const struct get_ctx *skip; /* the entry being replaced or removed */
+    uint8_t *out;
+    size_t used, cap;
+    bool overflow;
+};
+
+static int rebuild_visit(void *arg, const struct f2fs_xattr_entry *e)
+{
+    struct rebuild_ctx *c = arg;
+    if (e->e_name_index == c->skip->index && e->e_name_len == c->skip->name_len &&
+        memcmp(e->e_name, c->skip->name, c->skip->name_len) == 0)
+        return 0;
+    size_t size = XATTR_ALIGN(sizeof(*e) + e->e_name_len + le16(e->e_value_size));
+    if (c->used + size > c->cap) {
+        c->overflow = true;
+        return 1;
+    }
+    memcpy(c->out + c->used, e, size);
+    c->used += size;
+    return 0;
+}
+
+int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
+              const void *value, size_t size, int flags)
+{
+    struct get_ctx c = {0};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && !c.name; i++) {
+        size_t plen = strlen(prefixes[i].prefix);
+        if (prefixes[i].whole_name ? strcmp(name, prefixes[i].prefix) == 0
+                                   : strncmp(name, prefixes[i].prefix, plen) == 0) {
+            c.index = prefixes[i].index;
+            c.name = prefixes[i].whole_name ? "" : name + plen;
+        }
+    }
+    if (!c.name)
+        return -EOPNOTSUPP;
+    c.name_len = strlen(c.name);
+    if (c.name_len > F2FS_NAME_LEN || (c.name_len == 0 && c.index != F2FS_XATTR_INDEX_POSIX_ACL_ACCESS &&
+                                        c.index != F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT))
+        return c.name_len ? -ERANGE : -EINVAL;
+    /* An access ACL sets the permission bits, as on any file system with ACLs; one that
+     * says no more than the bits is not stored. */
+    if (value && c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS) {
+        uint16_t perms;
+        bool plain;
+        int err = acl_xattr_mode(value, size, &perms, &plain);
+        if (err)
+            return err;
+        struct f2fs_inode *ri = &page_node(ipage)->i;
+        ri->i_mode = htole16((uint16_t)((le16(ri->i_mode) & ~0777u) | perms));
+        ii->mode = le16(ri->i_mode);
+        pcache_mark_dirty(fs->cache, ipage);
+        if (plain) {
+            err = xattr_set(fs, ii, ipage, name, NULL, 0, 0);
+            return err == -ENODATA ? 0 : err;
+        }
+    }
+    /* Stored values: ACLs in f2fs's compact form (never larger than the xattr form). */
+    uint8_t *stored = NULL;
+    size_t stored_len = size;
+    if (value && (c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS ||
+                  c.index == F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT)) {
+        stored = malloc(size + sizeof(uint32_t));
+        if (!stored)
+            return -ENOMEM;
+        ssize_t n = xattr_to_acl(value, size, stored);
+        if (n < 0) {
+            free(stored);
+            return (int)n;
+        }
+        stored_len = (size_t)n;
+        value = stored;
+    }
+    if (stored_len > UINT16_MAX) {
+        free(stored);
+        return -E2BIG;
+    }
+
+    size_t inline_bytes = (ii->inline_flags & F2FS_INLINE_XATTR) ? ii->xattr_addrs * 4u : 0;
+    size_t capacity = inline_bytes + XATTR_BLOCK_BODY;
+    uint8_t *old, *buf = calloc(1, capacity + sizeof(uint32_t));
+    size_t old_len;
+    int err = buf ? xattr_load(fs, ii, ipage, &old, &old_len) : -ENOMEM;
+    if (err) {
+        free(buf);
+        free(stored);
+        return err;
+    }
+    struct get_ctx found = c;
+    bool exists = old && xattr_walk(fs, ii->ino, old, old_len, get_visit, &found) == 1;
+    if ((flags & XATTR_CREATE_FLAG) && exists)
+        err = -EEXIST;
+    else if (((flags & XATTR_REPLACE_FLAG) || !value) && !exists)
+        err = -ENODATA;
+    /* The new list: the header, every other entry, the new one, a zero word. */
+    struct rebuild_ctx r = {&c, buf, sizeof(struct f2fs_xattr_header), capacity - sizeof(uint32_t),
+                            false};
+    if (!err && old)
+        err = xattr_walk(fs, ii->ino, old, old_len, rebuild_visit, &r);
+    if (!err && value) {
+        size_t esize = XATTR_ALIGN(sizeof(struct f2fs_xattr_entry) + c.name_len + stored_len);
+        if (r.overflow || r.used + esize > r.cap) {
+            err = -ENOSPC;
+        } else {
+            struct f2fs_xattr_entry *e = (void *)(buf + r.used);
+            e->e_name_index = c.index;
+            e->e_name_len = (uint8_t)c.name_len;
+            e->e_value_size = htole16((uint16_t)stored_len);
+            memcpy(e->e_name, c.name, c.name_len);
+            memcpy(e->e_name + c.name_len, value, stored_len);
+            r.used += esize;
+        }
+    }
+    free(old);
+    free(stored);
+    if (err) {
+        free(buf);
+        return err;
+    }
+    struct f2fs_xattr_header *h = (void *)buf;
+    h->h_magic = htole32(F2FS_XATTR_MAGIC);
+    h->h_refcount = htole32(1);
+    bool empty = r.used == sizeof(*h);
+
+    /* Inline part first; the xattr node holds the rest, and goes when not needed. */
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    memcpy((uint8_t *)ipage->data + inline_xattr_offset(ii), buf, inline_bytes);
+    bool need_node = r.used + sizeof(uint32_t) > inline_bytes && !empty;
+    if (need_node) {
+        struct page *xpage;
+        if (ii->xattr_nid) {
+            err = node_get(fs, ii->xattr_nid, ii->ino, &xpage);
+        } else {
+            err = node_new(fs, ii->ino, 0, XATTR_NODE_OFFSET, !S_ISDIR(ii->mode), &xpage);
+            if (!err) {
+                ii->xattr_nid = le32(page_node(xpage)->footer.nid);
+                ri->i_xattr_nid = htole32(ii->xattr_nid);
+                inode_add_blocks(ipage, 1);
+            }
+        }
+        if (!err) {
+            memcpy(xpage->data, buf + inline_bytes, XATTR_BLOCK_BODY);
+            pcache_mark_dirty(fs->cache, xpage);
+            pcache_put(fs->cache, xpage);
+        }
+    } else if (ii->xattr_nid) {
+        err = node_free(fs, ii->xattr_nid, ii->ino);
+        if (!err) {
+            ii->xattr_nid = 0;
+            ri->i_xattr_nid = 0;
+            inode_add_blocks(ipage, -1);
+        }
+    }
+    if (!err && empty && inline_bytes)
+        memset((uint8_t *)ipage->data + inline_xattr_offset(ii), 0, inline_bytes);
+    pcache_mark_dirty(fs->cache, ipage);
+    free(buf);
+    return err;
 }

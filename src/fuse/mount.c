@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -27,10 +29,15 @@
 #define MAX_IO (1u << 20)
 
 enum fuse_op { OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_READDIR,
-               OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_COUNT };
+               OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_CREATE, OP_MKNOD,
+               OP_MKDIR, OP_SYMLINK, OP_LINK, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_WRITE,
+               OP_SETATTR, OP_FSYNC, OP_FSYNCDIR, OP_SETXATTR, OP_REMOVEXATTR, OP_FALLOCATE,
+               OP_RELEASE, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {
     "lookup", "getattr", "readlink", "open", "read", "readdir", "readdirplus", "statfs",
-    "getxattr", "listxattr"};
+    "getxattr", "listxattr", "create", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir",
+    "rename", "write", "setattr", "fsync", "fsyncdir", "setxattr", "removexattr", "fallocate",
+    "release"};
 
 /* The daemon's context: everything a request handler needs. */
 struct daemon {
@@ -153,12 +160,18 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_readlink(req, buf);
 }
 
+/* Open files are counted in the library so that an unlinked file lives on until its last
+ * close; fi->fh = 1 marks an open that was counted. */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
     int err = 0;
     if (d->read_only && (fi->flags & O_ACCMODE) != O_RDONLY)
         err = -EROFS;
+    if (!err && !d->read_only) {
+        err = f2fuse_open_inode(d->fs, to_f2fs(d, ino));
+        fi->fh = !err;
+    }
     count(d, OP_OPEN, err);
     if (err) {
         reply_err(req, err);
@@ -167,7 +180,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     /* Nothing changes the image behind the kernel's back, so its page cache stays valid
      * across opens. */
     fi->keep_cache = 1;
-    fuse_reply_open(req, fi);
+    if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)
+        f2fuse_release(d->fs, to_f2fs(d, ino)); /* the opener was interrupted */
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    int err = fi->fh ? f2fuse_release(d->fs, to_f2fs(d, ino)) : 0;
+    count(d, OP_RELEASE, err);
+    reply_err(req, err);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -191,50 +213,47 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
-struct dir_fill {
-    struct daemon *d;
-    fuse_req_t req;
-    char *buf;
-    size_t size, used;
-    bool plus;
-    int err;
+/* A directory listing is gathered first and answered after: readdirplus asks for each
+ * entry's attributes, which must not happen while the library holds the directory. */
+struct dir_entry_copy {
+    char name[256];
+    uint32_t ino;
+    unsigned type;
+    uint64_t next;
 };
 
-static int fill_entry(void *arg, const char *name, size_t len, uint32_t ino, unsigned type,
-                      uint64_t next)
+struct dir_fill {
+    fuse_req_t req;
+    struct dir_entry_copy *entries;
+    size_t count, cap;
+    size_t size, used; /* reply bytes: the budget and what the gathered entries take */
+    bool plus;
+};
+
+static int gather_entry(void *arg, const char *name, size_t len, uint32_t ino, unsigned type,
+                        uint64_t next)
 {
     struct dir_fill *f = arg;
     char cname[256];
     memcpy(cname, name, len);
     cname[len] = '\0';
-    size_t need;
-    if (f->plus) {
-        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
-                                     .entry_timeout = CACHE_TIMEOUT};
-        bool dots = strcmp(cname, ".") == 0 || strcmp(cname, "..") == 0;
-        if (!dots) {
-            struct f2fuse_attr a;
-            int err = f2fuse_getattr(f->d->fs, ino, &a);
-            if (err) {
-                f->err = err;
-                return 1;
-            }
-            e.ino = to_fuse(f->d, ino);
-            e.generation = a.generation;
-            attr_to_stat(f->d, &a, &e.attr);
-        } else {
-            e.attr.st_ino = to_fuse(f->d, ino);
-            e.attr.st_mode = type << 12;
-        }
-        need = fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, cname, &e,
-                                      (off_t)next);
-    } else {
-        struct stat st = {.st_ino = to_fuse(f->d, ino), .st_mode = type << 12};
-        need = fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, cname, &st,
-                                 (off_t)next);
-    }
-    if (need > f->size - f->used)
+    size_t need = f->plus ? fuse_add_direntry_plus(f->req, NULL, 0, cname, NULL, 0)
+                          : fuse_add_direntry(f->req, NULL, 0, cname, NULL, 0);
+    if (f->used + need > f->size)
         return 1; /* full: the kernel asks again from this entry */
+    if (f->count == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 32;
+        struct dir_entry_copy *n = realloc(f->entries, cap * sizeof(*n));
+        if (!n)
+            return 1;
+        f->entries = n;
+        f->cap = cap;
+    }
+    struct dir_entry_copy *e = &f->entries[f->count++];
+    memcpy(e->name, cname, len + 1);
+    e->ino = ino;
+    e->type = type;
+    e->next = next;
     f->used += need;
     return 0;
 }
@@ -242,21 +261,43 @@ static int fill_entry(void *arg, const char *name, size_t len, uint32_t ino, uns
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
     struct daemon *d = daemon_of(req);
-    struct dir_fill f = {.d = d, .req = req, .size = size, .plus = plus};
-    f.buf = malloc(size ? size : 1);
-    if (!f.buf) {
-        reply_err(req, -ENOMEM);
-        return;
+    struct dir_fill f = {.req = req, .size = size, .plus = plus};
+    int err = f2fuse_readdir(d->fs, to_f2fs(d, ino), (uint64_t)off, gather_entry, &f);
+    char *buf = err ? NULL : malloc(size ? size : 1);
+    if (!err && !buf)
+        err = -ENOMEM;
+    size_t used = 0;
+    for (size_t i = 0; !err && i < f.count; i++) {
+        struct dir_entry_copy *e = &f.entries[i];
+        size_t room = size - used;
+        if (plus) {
+            struct fuse_entry_param ep = {.attr_timeout = CACHE_TIMEOUT,
+                                          .entry_timeout = CACHE_TIMEOUT};
+            bool dots = strcmp(e->name, ".") == 0 || strcmp(e->name, "..") == 0;
+            struct f2fuse_attr a;
+            if (!dots && f2fuse_getattr(d->fs, e->ino, &a) == 0) {
+                ep.ino = to_fuse(d, e->ino);
+                ep.generation = a.generation;
+                attr_to_stat(d, &a, &ep.attr);
+            } else {
+                /* "." and "..", or an entry that went away meanwhile: name only, and the
+                 * kernel looks it up itself. */
+                ep.attr.st_ino = to_fuse(d, e->ino);
+                ep.attr.st_mode = e->type << 12;
+            }
+            used += fuse_add_direntry_plus(req, buf + used, room, e->name, &ep, (off_t)e->next);
+        } else {
+            struct stat st = {.st_ino = to_fuse(d, e->ino), .st_mode = e->type << 12};
+            used += fuse_add_direntry(req, buf + used, room, e->name, &st, (off_t)e->next);
+        }
     }
-    int err = f2fuse_readdir(d->fs, to_f2fs(d, ino), (uint64_t)off, fill_entry, &f);
-    if (!err && f.err && f.used == 0)
-        err = f.err;
     count(d, plus ? OP_READDIRPLUS : OP_READDIR, err);
-    if (err && f.used == 0)
+    if (err)
         reply_err(req, err);
     else
-        fuse_reply_buf(req, f.buf, f.used);
-    free(f.buf);
+        fuse_reply_buf(req, buf, used);
+    free(buf);
+    free(f.entries);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -321,6 +362,240 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     free(buf);
 }
 
+
+static void reply_entry_attr(fuse_req_t req, struct daemon *d, const struct f2fuse_attr *a)
+{
+    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
+    e.ino = to_fuse(d, a->ino);
+    e.generation = a->generation;
+    attr_to_stat(d, a, &e.attr);
+    fuse_reply_entry(req, &e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    struct daemon *d = daemon_of(req);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name), mode, rdev, ctx->uid,
+                           ctx->gid, &a);
+    count(d, OP_MKNOD, err);
+    if (err)
+        reply_err(req, err);
+    else
+        reply_entry_attr(req, d, &a);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name), S_IFREG | (mode & 07777),
+                           0, ctx->uid, ctx->gid, &a);
+    if (!err) {
+        err = f2fuse_open_inode(d->fs, a.ino);
+        fi->fh = !err;
+    }
+    count(d, OP_CREATE, err);
+    if (err) {
+        reply_err(req, err);
+        return;
+    }
+    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
+    e.ino = to_fuse(d, a.ino);
+    e.generation = a.generation;
+    attr_to_stat(d, &a, &e.attr);
+    fi->keep_cache = 1;
+    if (fuse_reply_create(req, &e, fi) == -ENOENT)
+        f2fuse_release(d->fs, a.ino);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct daemon *d = daemon_of(req);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_mkdir(d->fs, to_f2fs(d, parent), name, strlen(name), mode, ctx->uid,
+                           ctx->gid, &a);
+    count(d, OP_MKDIR, err);
+    if (err)
+        reply_err(req, err);
+    else
+        reply_entry_attr(req, d, &a);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+    struct daemon *d = daemon_of(req);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_symlink(d->fs, to_f2fs(d, parent), name, strlen(name), target, ctx->uid,
+                             ctx->gid, &a);
+    count(d, OP_SYMLINK, err);
+    if (err)
+        reply_err(req, err);
+    else
+        reply_entry_attr(req, d, &a);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
+{
+    struct daemon *d = daemon_of(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_link(d->fs, to_f2fs(d, ino), to_f2fs(d, parent), name, strlen(name), &a);
+    count(d, OP_LINK, err);
+    if (err)
+        reply_err(req, err);
+    else
+        reply_entry_attr(req, d, &a);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct daemon *d = daemon_of(req);
+    int err = f2fuse_unlink(d->fs, to_f2fs(d, parent), name, strlen(name));
+    count(d, OP_UNLINK, err);
+    reply_err(req, err);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct daemon *d = daemon_of(req);
+    int err = f2fuse_rmdir(d->fs, to_f2fs(d, parent), name, strlen(name));
+    count(d, OP_RMDIR, err);
+    reply_err(req, err);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+    struct daemon *d = daemon_of(req);
+    unsigned f = 0;
+    int err = 0;
+    if (flags & RENAME_NOREPLACE)
+        f |= F2FUSE_RENAME_NOREPLACE;
+    if (flags & RENAME_EXCHANGE)
+        f |= F2FUSE_RENAME_EXCHANGE;
+    if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+        err = -EINVAL; /* RENAME_WHITEOUT belongs to overlay file systems */
+    if (!err)
+        err = f2fuse_rename(d->fs, to_f2fs(d, parent), name, strlen(name), to_f2fs(d, newparent),
+                            newname, strlen(newname), f);
+    count(d, OP_RENAME, err);
+    reply_err(req, err);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    ssize_t n = off < 0 ? -EINVAL : f2fuse_write(d->fs, to_f2fs(d, ino), buf, size, (uint64_t)off);
+    count(d, OP_WRITE, n < 0);
+    if (n < 0)
+        reply_err(req, (int)n);
+    else
+        fuse_reply_write(req, (size_t)n);
+}
+
+static struct timespec now_ts(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return t;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    struct f2fuse_setattr sa = {0};
+    if (to_set & FUSE_SET_ATTR_MODE) {
+        sa.valid |= F2FUSE_SET_MODE;
+        sa.mode = attr->st_mode;
+    }
+    if (to_set & FUSE_SET_ATTR_UID) {
+        sa.valid |= F2FUSE_SET_UID;
+        sa.uid = attr->st_uid;
+    }
+    if (to_set & FUSE_SET_ATTR_GID) {
+        sa.valid |= F2FUSE_SET_GID;
+        sa.gid = attr->st_gid;
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        sa.valid |= F2FUSE_SET_SIZE;
+        sa.size = (uint64_t)attr->st_size;
+    }
+    if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+        sa.valid |= F2FUSE_SET_ATIME;
+        sa.atime = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now_ts() : attr->st_atim;
+    }
+    if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+        sa.valid |= F2FUSE_SET_MTIME;
+        sa.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now_ts() : attr->st_mtim;
+    }
+    if (to_set & FUSE_SET_ATTR_CTIME) {
+        sa.valid |= F2FUSE_SET_CTIME;
+        sa.ctime = attr->st_ctim;
+    }
+    struct f2fuse_attr a;
+    int err = f2fuse_setattr(d->fs, to_f2fs(d, ino), &sa, &a);
+    count(d, OP_SETATTR, err);
+    if (err) {
+        reply_err(req, err);
+        return;
+    }
+    struct stat st;
+    attr_to_stat(d, &a, &st);
+    fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    int err = d->read_only ? 0 : f2fuse_fsync(d->fs, to_f2fs(d, ino), datasync);
+    count(d, OP_FSYNC, err);
+    reply_err(req, err);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    int err = d->read_only ? 0 : f2fuse_fsync(d->fs, to_f2fs(d, ino), datasync);
+    count(d, OP_FSYNCDIR, err);
+    reply_err(req, err);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    struct daemon *d = daemon_of(req);
+    int err = f2fuse_setxattr(d->fs, to_f2fs(d, ino), name, value, size, flags);
+    count(d, OP_SETXATTR, err);
+    reply_err(req, err);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    struct daemon *d = daemon_of(req);
+    int err = f2fuse_removexattr(d->fs, to_f2fs(d, ino), name);
+    count(d, OP_REMOVEXATTR, err && err != -ENODATA);
+    reply_err(req, err);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                         struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    int err = off < 0 || len <= 0 ? -EINVAL
+                                  : f2fuse_fallocate(d->fs, to_f2fs(d, ino), mode, (uint64_t)off,
+                                                     (uint64_t)len);
+    count(d, OP_FALLOCATE, err);
+    reply_err(req, err);
+}
+
 static const struct fuse_lowlevel_ops f2fuse_ops = {
     .init = op_init,
     .lookup = op_lookup,
@@ -335,6 +610,22 @@ static const struct fuse_lowlevel_ops f2fuse_ops = {
     .statfs = op_statfs,
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,
+    .release = op_release,
+    .create = op_create,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .symlink = op_symlink,
+    .link = op_link,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
+    .write = op_write,
+    .setattr = op_setattr,
+    .fsync = op_fsync,
+    .fsyncdir = op_fsyncdir,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+    .fallocate = op_fallocate,
 };
 
 /* Counters of a running mount, for `f2fuse stat`. */
@@ -525,7 +816,10 @@ int mount_main(int argc, char **argv)
     } else {
         struct fuse_loop_config *cfg = fuse_loop_cfg_create();
         fuse_loop_cfg_set_clone_fd(cfg, fo.clone_fd);
-        fuse_loop_cfg_set_idle_threads(cfg, fo.max_idle_threads);
+        if (fo.max_idle_threads != UINT_MAX) /* UINT_MAX: not given on the command line */
+            fuse_loop_cfg_set_idle_threads(cfg, fo.max_idle_threads);
+        if (fo.max_threads != UINT_MAX && fo.max_threads > 0)
+            fuse_loop_cfg_set_max_threads(cfg, fo.max_threads);
         ret = fuse_session_loop_mt(se, cfg) != 0;
         fuse_loop_cfg_destroy(cfg);
     }

@@ -1,0 +1,253 @@
+/* File operations on one inode: write, setattr (truncate, chmod, chown, times), fallocate,
+ * open/release, fsync.  Each takes cp_lock shared and the inode's stripe lock. */
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/fs.h"
+
+static void file_begin(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    inode_lock_many(fs, &ino, 1);
+}
+
+static void file_end(struct f2fuse *fs, uint32_t ino)
+{
+    inode_unlock_many(fs, &ino, 1);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    fs_after_change(fs);
+}
+
+/* Blocks a write of size bytes may need: its data plus the nodes that map it. */
+static uint64_t blocks_for(uint64_t size)
+{
+    uint64_t data = size / F2FS_BLKSIZE + 2;
+    return data + data / ADDRS_PER_BLOCK + 3;
+}
+
+ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
+{
+    int err = fs_writable(fs);
+    if (!err)
+        err = fs_reserve(fs, blocks_for(size));
+    if (err)
+        return err;
+    file_begin(fs, ino);
+    struct page *ipage;
+    struct inode_info ii;
+    ssize_t ret = inode_get(fs, ino, &ipage, &ii);
+    if (ret == 0) {
+        if (S_ISDIR(ii.mode))
+            ret = -EISDIR;
+        else if (!S_ISREG(ii.mode))
+            ret = -EINVAL;
+        else
+            ret = data_write(fs, &ii, ipage, buf, size, off);
+        if (ret > 0) {
+            inode_touch(ipage, true, true);
+            pcache_mark_dirty(fs->cache, ipage);
+        }
+        pcache_put(fs->cache, ipage);
+    }
+    file_end(fs, ino);
+    return ret;
+}
+
+int f2fuse_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *sa,
+                   struct f2fuse_attr *attr)
+{
+    int err = fs_writable(fs);
+    if (!err && (sa->valid & F2FUSE_SET_SIZE))
+        err = fs_reserve(fs, 4);
+    if (err)
+        return err;
+    file_begin(fs, ino);
+    struct page *ipage;
+    struct inode_info ii;
+    err = inode_get(fs, ino, &ipage, &ii);
+    if (err)
+        goto out;
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    if (sa->valid & F2FUSE_SET_SIZE) {
+        if (S_ISDIR(ii.mode))
+            err = -EISDIR;
+        else if (!S_ISREG(ii.mode))
+            err = -EINVAL;
+        if (!err && sa->size != ii.size) {
+            err = data_truncate(fs, &ii, ipage, sa->size);
+            if (!err)
+                inode_touch(ipage, true, false);
+        }
+    }
+    if (!err && (sa->valid & F2FUSE_SET_MODE))
+        ri->i_mode = htole16((uint16_t)((ii.mode & S_IFMT) | (sa->mode & 07777)));
+    if (!err && (sa->valid & F2FUSE_SET_UID))
+        ri->i_uid = htole32(sa->uid);
+    if (!err && (sa->valid & F2FUSE_SET_GID))
+        ri->i_gid = htole32(sa->gid);
+    if (!err && (sa->valid & F2FUSE_SET_ATIME)) {
+        ri->i_atime = htole64((uint64_t)sa->atime.tv_sec);
+        ri->i_atime_nsec = htole32((uint32_t)sa->atime.tv_nsec);
+    }
+    if (!err && (sa->valid & F2FUSE_SET_MTIME)) {
+        ri->i_mtime = htole64((uint64_t)sa->mtime.tv_sec);
+        ri->i_mtime_nsec = htole32((uint32_t)sa->mtime.tv_nsec);
+    }
+    if (!err) {
+        if (sa->valid & F2FUSE_SET_CTIME) {
+            ri->i_ctime = htole64((uint64_t)sa->ctime.tv_sec);
+            ri->i_ctime_nsec = htole32((uint32_t)sa->ctime.tv_nsec);
+        } else {
+            inode_touch(ipage, false, true);
+        }
+        pcache_mark_dirty(fs->cache, ipage);
+        err = inode_decode(fs, ipage, ino, &ii);
+    }
+    if (!err && attr)
+        err = inode_fill_attr(fs, ri, &ii, attr);
+    pcache_put(fs->cache, ipage);
+out:
+    file_end(fs, ino);
+    return err;
+}
+
+/* Gives every hole in [first, last] a zeroed page, so writeback allocates it. */
+static int allocate_range(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                          uint64_t first, uint64_t last)
+{
+    const struct f2fs_inode *ri = &page_node(ipage)->i;
+    for (uint64_t index = first; index <= last; index++) {
+        uint64_t key = (uint64_t)ii->ino << 32 | index;
+        struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
+        if (page) {
+            pcache_put(fs->cache, page);
+            continue;
+        }
+        uint32_t addr;
+        int err = data_map(fs, ii, ri, index, 1, &addr);
+        if (err)
+            return err;
+        if (addr != NULL_ADDR)
+            continue;
+        err = pcache_get(fs->cache, PAGE_DATA, key, PCACHE_NO_LOAD, &page);
+        if (err)
+            return err;
+        pcache_mark_dirty(fs->cache, page);
+        pcache_put(fs->cache, page);
+    }
+    return 0;
+}
+
+/* Zeroes [off, off + len) inside the file's current size. */
+static int zero_range(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t off,
+                      uint64_t len)
+{
+    static const uint8_t zeros[F2FS_BLKSIZE];
+    while (len) {
+        size_t n = F2FS_BLKSIZE - off % F2FS_BLKSIZE;
+        if (n > len)
+            n = (size_t)len;
+        ssize_t w = data_write(fs, ii, ipage, zeros, n, off);
+        if (w < 0)
+            return (int)w;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint64_t len)
+{
+    int err = fs_writable(fs);
+    if (err)
+        return err;
+    bool punch = mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE);
+    if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE && !punch)
+        return -EOPNOTSUPP;
+    if (len == 0 || off + len < off)
+        return -EINVAL;
+    err = punch ? 0 : fs_reserve(fs, blocks_for(len));
+    if (err)
+        return err;
+    file_begin(fs, ino);
+    struct page *ipage;
+    struct inode_info ii;
+    err = inode_get(fs, ino, &ipage, &ii);
+    if (err)
+        goto out;
+    if (!S_ISREG(ii.mode)) {
+        err = S_ISDIR(ii.mode) ? -EISDIR : -ENODEV;
+        goto put;
+    }
+    uint64_t end = off + len;
+    if (end > data_max_size(&ii)) {
+        err = -EFBIG;
+        goto put;
+    }
+    if (punch) {
+        if (off >= ii.size)
+            goto put;
+        if (end > ii.size)
+            end = ii.size;
+        uint64_t first_whole = (off + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
+        uint64_t end_whole = end / F2FS_BLKSIZE;
+        if (ii.inline_flags & F2FS_INLINE_DATA || first_whole >= end_whole) {
+            err = zero_range(fs, &ii, ipage, off, end - off);
+        } else {
+            err = zero_range(fs, &ii, ipage, off, first_whole * F2FS_BLKSIZE - off);
+            for (uint64_t i = first_whole; i < end_whole && !err; i++)
+                err = data_punch_block(fs, &ii, ipage, i);
+            if (!err)
+                err = zero_range(fs, &ii, ipage, end_whole * F2FS_BLKSIZE,
+                                 end - end_whole * F2FS_BLKSIZE);
+        }
+    } else {
+        uint64_t first = off / F2FS_BLKSIZE, last = (end - 1) / F2FS_BLKSIZE;
+        if (ii.inline_flags & F2FS_INLINE_DATA)
+            err = data_convert_inline(fs, &ii, ipage);
+        if (!err)
+            err = allocate_range(fs, &ii, ipage, first, last);
+        if (!err && end > ii.size) {
+            if (mode & FALLOC_FL_KEEP_SIZE) {
+                /* Blocks past the end on purpose: tell fsck and the kernel (i_advise). */
+                page_node(ipage)->i.i_advise |= FADVISE_KEEP_SIZE_BIT;
+            } else {
+                ii.size = end;
+                page_node(ipage)->i.i_size = htole64(end);
+            }
+        }
+    }
+    if (!err) {
+        inode_touch(ipage, true, true);
+        pcache_mark_dirty(fs->cache, ipage);
+    }
+put:
+    pcache_put(fs->cache, ipage);
+out:
+    file_end(fs, ino);
+    return err;
+}
+
+int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino)
+{
+    return inode_open(fs, ino);
+}
+
+int f2fuse_release(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    int err = inode_release(fs, ino);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    return err;
+}
+
+int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
+{
+    /* The fast path (fsync marks and roll-forward recovery) comes with checkpoint_merge;
+     * until then every fsync is a checkpoint, which is always enough. */
+    return f2fuse_sync(fs);
+}

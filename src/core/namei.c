@@ -1,0 +1,687 @@
+/* Names: creating inodes (files, device nodes, fifos, sockets, directories, symlinks), hard
+ * links, unlink, rmdir and rename, and the lifetime of an inode whose last name went away
+ * while it was still open (an orphan, freed at its last close or at the next mount). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/fs.h"
+
+static void now_into(uint64_t *sec, uint32_t *nsec)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    *sec = htole64((uint64_t)t.tv_sec);
+    *nsec = htole32((uint32_t)t.tv_nsec);
+}
+
+void inode_touch(struct page *ipage, bool mtime, bool ctime)
+{
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    uint64_t s;
+    uint32_t ns;
+    now_into(&s, &ns);
+    if (mtime) {
+        ri->i_mtime = s;
+        ri->i_mtime_nsec = ns;
+    }
+    if (ctime) {
+        ri->i_ctime = s;
+        ri->i_ctime_nsec = ns;
+    }
+}
+
+static void set_links(struct inode_info *ii, struct page *ipage, uint32_t links)
+{
+    ii->links = links;
+    page_node(ipage)->i.i_links = htole32(links);
+}
+
+/* ---- open counts: an unlinked inode lives on until its last close ---- */
+
+struct open_inode {
+    uint32_t ino;
+    uint32_t opens;
+    bool unlinked;
+};
+
+static struct open_inode *open_find(struct f2fuse *fs, uint32_t ino)
+{
+    for (size_t i = 0; i < fs->nopen; i++)
+        if (fs->open[i].ino == ino)
+            return &fs->open[i];
+    return NULL;
+}
+
+int inode_open(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_mutex_lock(&fs->open_lock);
+    struct open_inode *o = open_find(fs, ino);
+    if (!o) {
+        if (fs->nopen == fs->capopen) {
+            size_t cap = fs->capopen ? fs->capopen * 2 : 16;
+            struct open_inode *n = realloc(fs->open, cap * sizeof(*n));
+            if (!n) {
+                pthread_mutex_unlock(&fs->open_lock);
+                return -ENOMEM;
+            }
+            fs->open = n;
+            fs->capopen = cap;
+        }
+        o = &fs->open[fs->nopen++];
+        *o = (struct open_inode){.ino = ino};
+    }
+    o->opens++;
+    pthread_mutex_unlock(&fs->open_lock);
+    return 0;
+}
+
+/* Returns true when ino is open (then it is remembered as unlinked, to free later). */
+static bool keep_as_orphan(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_mutex_lock(&fs->open_lock);
+    struct open_inode *o = open_find(fs, ino);
+    if (o)
+        o->unlinked = true;
+    pthread_mutex_unlock(&fs->open_lock);
+    return o != NULL;
+}
+
+uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
+{
+    pthread_mutex_lock(&fs->open_lock);
+    uint32_t *list = malloc((fs->nopen + 1) * sizeof(*list));
+    uint32_t n = 0;
+    for (size_t i = 0; list && i < fs->nopen; i++)
+        if (fs->open[i].unlinked)
+            list[n++] = fs->open[i].ino;
+    pthread_mutex_unlock(&fs->open_lock);
+    *count = n;
+    return list;
+}
+
+/* Frees an inode with no names left: its data, its xattr node, the inode itself. */
+int inode_free(struct f2fuse *fs, uint32_t ino)
+{
+    struct page *ipage;
+    struct inode_info ii;
+    int err = inode_get(fs, ino, &ipage, &ii);
+    if (err)
+        return err;
+    if (!(ii.inline_flags & (F2FS_INLINE_DATA | F2FS_INLINE_DENTRY)) && !S_ISCHR(ii.mode) &&
+        !S_ISBLK(ii.mode))
+        err = data_truncate(fs, &ii, ipage, 0);
+    if (!err && ii.xattr_nid)
+        err = node_free(fs, ii.xattr_nid, ino);
+    pcache_put(fs->cache, ipage);
+    if (!err)
+        err = node_free(fs, ino, ino);
+    return err;
+}
+
+int inode_release(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_mutex_lock(&fs->open_lock);
+    struct open_inode *o = open_find(fs, ino);
+    bool free_it = false;
+    if (o && --o->opens == 0) {
+        free_it = o->unlinked;
+        *o = fs->open[--fs->nopen];
+    }
+    pthread_mutex_unlock(&fs->open_lock);
+    return free_it ? inode_free(fs, ino) : 0;
+}
+
+/* ---- creating ---- */
+
+static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_t mode,
+                     uint32_t uid, uint32_t gid, const char *name, size_t len,
+                     struct page **ipagep, struct inode_info *ii)
+{
+    struct page *ipage;
+    bool is_dir = S_ISDIR(mode);
+    uint32_t ino;
+    int err = nat_alloc_nid(fs->nat, &ino);
+    if (err)
+        return err;
+    err = node_new(fs, ino, ino, 0, !is_dir, &ipage);
+    if (err) {
+        nat_release_nid(fs->nat, ino);
+        return err;
+    }
+    struct f2fs_node *node = page_node(ipage);
+    struct f2fs_inode *ri = &node->i;
+    ri->i_mode = htole16(mode);
+    ri->i_uid = htole32(uid);
+    ri->i_gid = htole32(gid);
+    ri->i_links = htole32(is_dir ? 2 : 1);
+    ri->i_blocks = htole64(1);
+    ri->i_generation = htole32(atomic_fetch_add(&fs->next_generation, 1));
+    ri->i_pino = htole32(parent->ino);
+    ri->i_namelen = htole32((uint32_t)len);
+    memcpy(ri->i_name, name, len);
+    ri->i_dir_level = 0;
+    /* The kernel's defaults: inline xattrs always, inline data for files and symlinks,
+     * inline dentries for directories, the largest extra attribute area. */
+    uint8_t inl = F2FS_INLINE_XATTR;
+    if (S_ISREG(mode) || S_ISLNK(mode))
+        inl |= F2FS_INLINE_DATA;
+    if (is_dir)
+        inl |= F2FS_INLINE_DENTRY;
+    if (fs->features & F2FS_FEATURE_EXTRA_ATTR) {
+        inl |= F2FS_EXTRA_ATTR;
+        ri->i_extra_isize = htole16(F2FS_EXTRA_ISIZE_MAX);
+        if (fs->features & F2FS_FEATURE_FLEXIBLE_INLINE_XATTR)
+            ri->i_inline_xattr_size = htole16(DEF_INLINE_XATTR_ADDRS);
+    }
+    ri->i_inline = inl;
+    uint64_t s;
+    uint32_t ns;
+    now_into(&s, &ns);
+    ri->i_atime = ri->i_mtime = ri->i_ctime = s;
+    ri->i_atime_nsec = ri->i_mtime_nsec = ri->i_ctime_nsec = ns;
+    if (fs->features & F2FS_FEATURE_INODE_CRTIME) {
+        ri->i_crtime = s;
+        ri->i_crtime_nsec = ns;
+    }
+    err = inode_decode(fs, ipage, ino, ii);
+    if (err) {
+        pcache_put(fs->cache, ipage);
+        return err;
+    }
+    *ipagep = ipage;
+    return 0;
+}
+
+/* Takes cp_lock (shared), ns_lock and the stripe locks of the given inodes. */
+static void ns_begin(struct f2fuse *fs, const uint32_t *inos, int n)
+{
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    pthread_mutex_lock(&fs->ns_lock);
+    inode_lock_many(fs, inos, n);
+}
+
+static void ns_end(struct f2fuse *fs, const uint32_t *inos, int n)
+{
+    inode_unlock_many(fs, inos, n);
+    pthread_mutex_unlock(&fs->ns_lock);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    fs_after_change(fs);
+}
+
+/* Looks up name in dir: 0 and *ino when present, -ENOENT when absent. */
+static int name_lookup(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                       const char *name, size_t len, uint32_t *ino)
+{
+    return dir_lookup(fs, dir, dpage, name, len, ino);
+}
+
+static int get_dir(struct f2fuse *fs, uint32_t ino, struct page **page, struct inode_info *ii)
+{
+    int err = inode_get(fs, ino, page, ii);
+    if (err)
+        return err;
+    if (!S_ISDIR(ii->mode)) {
+        pcache_put(fs->cache, *page);
+        return -ENOTDIR;
+    }
+    return 0;
+}
+
+static int check_name(const char *name, size_t len)
+{
+    if (len == 0 || memchr(name, '/', len) || memchr(name, '\0', len))
+        return -EINVAL;
+    return len > F2FS_NAME_LEN ? -ENAMETOOLONG : 0;
+}
+
+/* Creates name in parent; what == S_IFLNK takes target.  The new inode's attributes go to
+ * out. */
+static int create_common(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
+                         uint32_t mode, uint64_t rdev, uint32_t uid, uint32_t gid,
+                         const char *target, struct f2fuse_attr *out)
+{
+    int err = fs_writable(fs);
+    if (err)
+        return err;
+    err = check_name(name, len);
+    if (err)
+        return err;
+    size_t tlen = target ? strlen(target) : 0;
+    if (target && (tlen == 0 || tlen > F2FS_MAX_SYMLINK))
+        return tlen ? -ENAMETOOLONG : -ENOENT;
+    err = fs_reserve(fs, 4);
+    if (err)
+        return err;
+    ns_begin(fs, &parent, 1);
+    struct page *dpage = NULL, *ipage = NULL;
+    struct inode_info dir, ii;
+    uint32_t existing;
+    err = get_dir(fs, parent, &dpage, &dir);
+    if (!err && dir.links == 0)
+        err = -ENOENT; /* a removed directory that is still someone's cwd */
+    if (!err) {
+        err = name_lookup(fs, &dir, dpage, name, len, &existing);
+        err = err == -ENOENT ? 0 : err ? err : -EEXIST;
+    }
+    if (!err && (dir.mode & S_ISGID)) {
+        /* A set-group-ID directory hands its group down, and the bit to subdirectories. */
+        gid = le32(page_node(dpage)->i.i_gid);
+        if (S_ISDIR(mode))
+            mode |= S_ISGID;
+    }
+    if (!err)
+        err = new_inode(fs, &dir, (uint16_t)mode, uid, gid, name, len, &ipage, &ii);
+    if (!err && (S_ISCHR(mode) || S_ISBLK(mode))) {
+        /* The kernel's encoding: old 16-bit form when it fits, else the new form. */
+        uint32_t major = (uint32_t)((rdev >> 8) & 0xfff) | (uint32_t)((rdev >> 32) & ~0xfffu);
+        uint32_t minor = (uint32_t)(rdev & 0xff) | (uint32_t)((rdev >> 12) & ~0xffu);
+        if (major < 256 && minor < 256)
+            *INODE_ADDR(ipage, ii.extra_isize / 4) = htole32(major << 8 | minor);
+        else
+            *INODE_ADDR(ipage, ii.extra_isize / 4 + 1) =
+                htole32((minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12));
+    }
+    if (!err && S_ISDIR(mode))
+        err = dir_init(fs, &ii, ipage, parent);
+    if (!err && target) {
+        ssize_t n = data_write(fs, &ii, ipage, target, tlen, 0);
+        err = n < 0 ? (int)n : 0;
+    }
+    if (!err)
+        err = dir_add_entry(fs, &dir, dpage, name, len, ii.ino, (uint16_t)mode);
+    if (!err) {
+        if (S_ISDIR(mode))
+            set_links(&dir, dpage, dir.links + 1);
+        inode_touch(dpage, true, true);
+        pcache_mark_dirty(fs->cache, dpage);
+        pcache_mark_dirty(fs->cache, ipage);
+        err = inode_fill_attr(fs, &page_node(ipage)->i, &ii, out);
+    } else if (ipage) {
+        /* Undo the half-made inode. */
+        pcache_put(fs->cache, ipage);
+        inode_free(fs, ii.ino);
+        ipage = NULL;
+    }
+    pcache_put(fs->cache, ipage);
+    pcache_put(fs->cache, dpage);
+    ns_end(fs, &parent, 1);
+    return err;
+}
+
+int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
+                 uint64_t rdev, uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
+{
+    switch (mode & S_IFMT) {
+    case 0:
+        mode |= S_IFREG;
+        break;
+    case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+        break;
+    default:
+        return -EINVAL;
+    }
+    return create_common(fs, parent, name, len, mode, rdev, uid, gid, NULL, out);
+}
+
+int f2fuse_mkdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
+                 uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
+{
+    return create_common(fs, parent, name, len, S_IFDIR | (mode & 07777), 0, uid, gid, NULL,
+                         out);
+}
+
+int f2fuse_symlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
+                   const char *target, uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
+{
+    return create_common(fs, parent, name, len, S_IFLNK | 0777, 0, uid, gid, target, out);
+}
+
+int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
+                struct f2fuse_attr *out)
+{
+    int err = fs_writable(fs);
+    if (err)
+        return err;
+    err = check_name(name, len);
+    if (err)
+        return err;
+    err = fs_reserve(fs, 2);
+    if (err)
+        return err;
+    uint32_t inos[2] = {parent, ino};
+    ns_begin(fs, inos, 2);
+    struct page *dpage = NULL, *ipage = NULL;
+    struct inode_info dir, ii;
+    uint32_t existing;
+    err = get_dir(fs, parent, &dpage, &dir);
+    if (!err)
+        err = inode_get(fs, ino, &ipage, &ii);
+    if (!err && S_ISDIR(ii.mode))
+        err = -EPERM;
+    if (!err && ii.links == 0)
+        err = -ENOENT;
+    if (!err) {
+        err = name_lookup(fs, &dir, dpage, name, len, &existing);
+        err = err == -ENOENT ? 0 : err ? err : -EEXIST;
+    }
+    if (!err)
+        err = dir_add_entry(fs, &dir, dpage, name, len, ino, ii.mode);
+    if (!err) {
+        set_links(&ii, ipage, ii.links + 1);
+        inode_touch(ipage, false, true);
+        inode_touch(dpage, true, true);
+        pcache_mark_dirty(fs->cache, ipage);
+        pcache_mark_dirty(fs->cache, dpage);
+        err = inode_fill_attr(fs, &page_node(ipage)->i, &ii, out);
+    }
+    pcache_put(fs->cache, ipage);
+    pcache_put(fs->cache, dpage);
+    ns_end(fs, inos, 2);
+    return err;
+}
+
+/* Drops one name of inode ii (its entry is already gone): directories lose both their
+ * links and their parent's link for "..".  The inode is freed when no name and no open
+ * file is left. */
+static int drop_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                     struct inode_info *ii, struct page *ipage)
+{
+    if (S_ISDIR(ii->mode)) {
+        set_links(ii, ipage, 0);
+        if (dir->links > 2)
+            set_links(dir, dpage, dir->links - 1);
+    } else if (ii->links > 0) {
+        set_links(ii, ipage, ii->links - 1);
+    }
+    inode_touch(ipage, false, true);
+    pcache_mark_dirty(fs->cache, ipage);
+    pcache_mark_dirty(fs->cache, dpage);
+    if (ii->links > 0 || keep_as_orphan(fs, ii->ino))
+        return 0;
+    return 1; /* the caller frees it once it has let go of the page */
+}
+
+static int remove_common(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
+                         bool want_dir)
+{
+    int err = fs_writable(fs);
+    if (err)
+        return err;
+    if (len > F2FS_NAME_LEN)
+        return -ENAMETOOLONG;
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    pthread_mutex_lock(&fs->ns_lock);
+    /* The victim's inode number is needed for its lock: look it up under ns_lock, which
+     * keeps the name from changing meanwhile. */
+    struct page *dpage = NULL, *ipage = NULL;
+    struct inode_info dir, ii;
+    uint32_t ino = 0;
+    inode_lock_many(fs, &parent, 1);
+    err = get_dir(fs, parent, &dpage, &dir);
+    if (!err)
+        err = name_lookup(fs, &dir, dpage, name, len, &ino);
+    pcache_put(fs->cache, dpage);
+    dpage = NULL;
+    inode_unlock_many(fs, &parent, 1);
+    uint32_t inos[2] = {parent, ino};
+    int locked = err ? 0 : 2;
+    if (!err)
+        inode_lock_many(fs, inos, 2);
+    if (!err)
+        err = get_dir(fs, parent, &dpage, &dir);
+    if (!err)
+        err = inode_get(fs, ino, &ipage, &ii);
+    if (!err && want_dir && !S_ISDIR(ii.mode))
+        err = -ENOTDIR;
+    if (!err && !want_dir && S_ISDIR(ii.mode))
+        err = -EISDIR;
+    if (!err && want_dir) {
+        bool empty;
+        err = dir_is_empty(fs, &ii, ipage, &empty);
+        if (!err && !empty)
+            err = -ENOTEMPTY;
+    }
+    if (!err)
+        err = dir_remove_entry(fs, &dir, dpage, name, len, NULL);
+    int free_it = 0;
+    if (!err) {
+        inode_touch(dpage, true, true);
+        free_it = drop_name(fs, &dir, dpage, &ii, ipage);
+    }
+    pcache_put(fs->cache, ipage);
+    pcache_put(fs->cache, dpage);
+    if (free_it == 1)
+        err = inode_free(fs, ino);
+    if (locked)
+        inode_unlock_many(fs, inos, 2);
+    pthread_mutex_unlock(&fs->ns_lock);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    fs_after_change(fs);
+    return err;
+}
+
+int f2fuse_unlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len)
+{
+    return remove_common(fs, parent, name, len, false);
+}
+
+int f2fuse_rmdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t len)
+{
+    if ((len == 1 && name[0] == '.'))
+        return -EINVAL;
+    if (len == 2 && name[0] == '.' && name[1] == '.')
+        return -ENOTEMPTY;
+    return remove_common(fs, parent, name, len, true);
+}
+
+/* Is ancestor an ancestor of (or equal to) dir?  Walks ".." up to the root. */
+static int is_ancestor(struct f2fuse *fs, uint32_t ancestor, uint32_t dir, bool *result)
+{
+    *result = false;
+    for (unsigned depth = 0; depth < 4096; depth++) {
+        if (dir == ancestor) {
+            *result = true;
+            return 0;
+        }
+        if (dir == fs->root_ino)
+            return 0;
+        struct page *page;
+        struct inode_info ii;
+        int err = get_dir(fs, dir, &page, &ii);
+        if (err)
+            return err;
+        uint32_t up;
+        err = dir_lookup(fs, &ii, page, "..", 2, &up);
+        pcache_put(fs->cache, page);
+        if (err)
+            return err;
+        dir = up;
+    }
+    return fs_corrupt(fs, "directory %u: \"..\" chain does not reach the root", dir);
+}
+
+/* Points a moved directory's ".." at its new parent. */
+static int reparent_dir(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                        uint32_t new_parent)
+{
+    int err = dir_set_entry(fs, ii, ipage, "..", 2, new_parent, S_IFDIR);
+    page_node(ipage)->i.i_pino = htole32(new_parent);
+    pcache_mark_dirty(fs->cache, ipage);
+    return err;
+}
+
+static void set_name_hint(struct page *ipage, uint32_t parent, const char *name, size_t len)
+{
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    ri->i_pino = htole32(parent);
+    ri->i_namelen = htole32((uint32_t)len);
+    memset(ri->i_name, 0, sizeof(ri->i_name));
+    memcpy(ri->i_name, name, len);
+}
+
+int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
+                  uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
+{
+    int err = fs_writable(fs);
+    if (err)
+        return err;
+    if (flags & ~(F2FUSE_RENAME_NOREPLACE | F2FUSE_RENAME_EXCHANGE))
+        return -EINVAL;
+    if ((flags & F2FUSE_RENAME_NOREPLACE) && (flags & F2FUSE_RENAME_EXCHANGE))
+        return -EINVAL;
+    err = check_name(new_name, new_len);
+    if (err)
+        return err;
+    if (old_len > F2FS_NAME_LEN)
+        return -ENAMETOOLONG;
+    err = fs_reserve(fs, 4);
+    if (err)
+        return err;
+
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    pthread_mutex_lock(&fs->ns_lock);
+    struct page *odpage = NULL, *ndpage = NULL, *spage = NULL, *tpage = NULL;
+    struct inode_info odir, ndir, src, tgt;
+    uint32_t src_ino = 0, tgt_ino = 0;
+    bool same_dir = old_parent == new_parent;
+
+    /* Find both inode numbers first (ns_lock keeps names stable), then lock all four. */
+    uint32_t dirs[2] = {old_parent, new_parent};
+    inode_lock_many(fs, dirs, 2);
+    err = get_dir(fs, old_parent, &odpage, &odir);
+    if (!err)
+        err = get_dir(fs, new_parent, &ndpage, &ndir);
+    if (!err)
+        err = name_lookup(fs, &odir, odpage, old_name, old_len, &src_ino);
+    if (!err) {
+        int r = name_lookup(fs, &ndir, ndpage, new_name, new_len, &tgt_ino);
+        err = r == -ENOENT ? 0 : r;
+        if (r == -ENOENT)
+            tgt_ino = 0;
+    }
+    pcache_put(fs->cache, odpage);
+    pcache_put(fs->cache, ndpage);
+    odpage = ndpage = NULL;
+    inode_unlock_many(fs, dirs, 2);
+    uint32_t all[4] = {old_parent, new_parent, src_ino, tgt_ino};
+    int nlocked = 0;
+    if (!err) {
+        nlocked = tgt_ino ? 4 : 3;
+        inode_lock_many(fs, all, nlocked);
+    }
+    if (!err && (flags & F2FUSE_RENAME_EXCHANGE) && !tgt_ino)
+        err = -ENOENT;
+    if (!err && (flags & F2FUSE_RENAME_NOREPLACE) && tgt_ino)
+        err = -EEXIST;
+    if (!err && src_ino == tgt_ino)
+        goto unlock; /* two names of one inode: nothing to do, as POSIX says */
+    if (!err)
+        err = get_dir(fs, old_parent, &odpage, &odir);
+    if (!err && !same_dir)
+        err = get_dir(fs, new_parent, &ndpage, &ndir);
+    if (same_dir) {
+        ndpage = odpage;
+        ndir = odir;
+    }
+    if (!err)
+        err = inode_get(fs, src_ino, &spage, &src);
+    if (!err && tgt_ino)
+        err = inode_get(fs, tgt_ino, &tpage, &tgt);
+    bool src_dir = !err && S_ISDIR(src.mode);
+    bool tgt_dir = !err && tgt_ino && S_ISDIR(tgt.mode);
+    /* A directory may not move below itself. */
+    if (!err && src_dir && !same_dir) {
+        bool below;
+        err = is_ancestor(fs, src_ino, new_parent, &below);
+        if (!err && below)
+            err = -EINVAL;
+    }
+    if (!err && tgt_dir && (flags & F2FUSE_RENAME_EXCHANGE) && !same_dir) {
+        bool below;
+        err = is_ancestor(fs, tgt_ino, old_parent, &below);
+        if (!err && below)
+            err = -EINVAL;
+    }
+    if (!err && tgt_ino && !(flags & F2FUSE_RENAME_EXCHANGE)) {
+        if (src_dir && !tgt_dir)
+            err = -ENOTDIR;
+        else if (!src_dir && tgt_dir)
+            err = -EISDIR;
+        else if (tgt_dir) {
+            bool empty;
+            err = dir_is_empty(fs, &tgt, tpage, &empty);
+            if (!err && !empty)
+                err = -ENOTEMPTY;
+        }
+    }
+    int free_tgt = 0;
+    if (!err && (flags & F2FUSE_RENAME_EXCHANGE)) {
+        err = dir_set_entry(fs, &ndir, ndpage, new_name, new_len, src_ino, src.mode);
+        if (!err)
+            err = dir_set_entry(fs, &odir, odpage, old_name, old_len, tgt_ino, tgt.mode);
+        if (!err && !same_dir && src_dir != tgt_dir) {
+            /* One directory moves each way: the link counts of the parents follow. */
+            struct inode_info *gain = src_dir ? &ndir : &odir, *lose = src_dir ? &odir : &ndir;
+            struct page *gp = src_dir ? ndpage : odpage, *lp = src_dir ? odpage : ndpage;
+            set_links(gain, gp, gain->links + 1);
+            set_links(lose, lp, lose->links - 1);
+        }
+        if (!err && src_dir && !same_dir)
+            err = reparent_dir(fs, &src, spage, new_parent);
+        if (!err && tgt_dir && !same_dir)
+            err = reparent_dir(fs, &tgt, tpage, old_parent);
+        if (!err) {
+            set_name_hint(spage, new_parent, new_name, new_len);
+            set_name_hint(tpage, old_parent, old_name, old_len);
+            inode_touch(tpage, false, true);
+            pcache_mark_dirty(fs->cache, tpage);
+        }
+    } else if (!err) {
+        if (tgt_ino) {
+            err = dir_set_entry(fs, &ndir, ndpage, new_name, new_len, src_ino, src.mode);
+            if (!err)
+                free_tgt = drop_name(fs, &ndir, ndpage, &tgt, tpage);
+        } else {
+            err = dir_add_entry(fs, &ndir, ndpage, new_name, new_len, src_ino, src.mode);
+        }
+        if (!err && same_dir)
+            odir = ndir; /* the add may have changed the directory's shape */
+        if (!err)
+            err = dir_remove_entry(fs, &odir, odpage, old_name, old_len, NULL);
+        if (!err && same_dir)
+            ndir = odir;
+        if (!err && src_dir && !same_dir) {
+            /* The moved directory's ".." now counts for the new parent. */
+            err = reparent_dir(fs, &src, spage, new_parent);
+            set_links(&odir, odpage, odir.links - 1);
+            set_links(&ndir, ndpage, ndir.links + 1);
+        }
+        if (!err)
+            set_name_hint(spage, new_parent, new_name, new_len);
+    }
+    if (!err) {
+        inode_touch(spage, false, true);
+        inode_touch(odpage, true, true);
+        inode_touch(ndpage, true, true);
+        pcache_mark_dirty(fs->cache, spage);
+        pcache_mark_dirty(fs->cache, odpage);
+        pcache_mark_dirty(fs->cache, ndpage);
+    }
+    pcache_put(fs->cache, spage);
+    pcache_put(fs->cache, tpage);
+    pcache_put(fs->cache, odpage);
+    if (!same_dir)
+        pcache_put(fs->cache, ndpage);
+    if (free_tgt == 1)
+        err = inode_free(fs, tgt_ino);
+unlock:
+    if (nlocked)
+        inode_unlock_many(fs, all, nlocked);
+    pthread_mutex_unlock(&fs->ns_lock);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    fs_after_change(fs);
+    return err;
+}
