@@ -3,13 +3,18 @@
 #
 # Plain GNU make on purpose: the source list is read off the directory tree (one file per
 # mechanism), there is no configure step, and every rule is visible here.  SAN=1 builds an
-# AddressSanitizer + UndefinedBehaviorSanitizer variant into build-san/.
+# AddressSanitizer + UndefinedBehaviorSanitizer variant into build-san/, SAN=thread a
+# ThreadSanitizer one into build-tsan/.
 
 CC       ?= cc
 SAN      ?= 0
 ifeq ($(SAN),1)
 BUILD    ?= build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT      := -O1 -g
+else ifeq ($(SAN),thread)
+BUILD    ?= build-tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 OPT      := -O1 -g
 else
 BUILD    ?= build
@@ -72,4 +77,4 @@ bench: all
 	@./bench/run.sh
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan

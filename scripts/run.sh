@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 image=${F2FUSE_IMAGE:-f2fuse.img}
 mnt=${F2FUSE_MNT:-mnt}
-opts=${F2FUSE_OPTS:-ro}
+opts=${F2FUSE_OPTS:-rw}
 
 if [ ! -e "$image" ]; then
     echo "f2fuse: creating $image (1 GiB, sparse) with mkfs.f2fs"
