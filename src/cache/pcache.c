@@ -5,12 +5,26 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define PAGE_BYTES 4096u
 #define MIN_PAGES 64u
 
+/* Page buffers come from 256 KiB chunks carved into 4 KiB pages and are recycled through a
+ * free list: memory stays at the cache's high-water mark instead of fragmenting the heap
+ * (per-thread malloc arenas would otherwise hold freed pages of other threads). */
+#define POOL_CHUNK_PAGES 64
+
+struct page_pool {
+    pthread_mutex_t lock;
+    void *free_list;     /* each free buffer's first word links to the next */
+    void **chunks;
+    size_t nchunks, capchunks;
+};
+
 struct pcache {
     struct blk_dev *dev;
+    struct page_pool pool;
     pthread_mutex_t lock;
     pthread_cond_t loaded; /* broadcast when any page finishes loading */
     struct page **buckets;
@@ -71,9 +85,50 @@ static void hash_remove(struct pcache *c, struct page *p)
     p->in_table = false;
 }
 
-static void page_free(struct page *p)
+static void *pool_get(struct page_pool *pool)
 {
-    free(p->data);
+    pthread_mutex_lock(&pool->lock);
+    if (!pool->free_list) {
+        if (pool->nchunks == pool->capchunks) {
+            size_t cap = pool->capchunks ? pool->capchunks * 2 : 64;
+            void **n = realloc(pool->chunks, cap * sizeof(*n));
+            if (!n) {
+                pthread_mutex_unlock(&pool->lock);
+                return NULL;
+            }
+            pool->chunks = n;
+            pool->capchunks = cap;
+        }
+        uint8_t *chunk = mmap(NULL, (size_t)POOL_CHUNK_PAGES * PAGE_BYTES, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (chunk == MAP_FAILED) {
+            pthread_mutex_unlock(&pool->lock);
+            return NULL;
+        }
+        pool->chunks[pool->nchunks++] = chunk;
+        for (int i = POOL_CHUNK_PAGES - 1; i >= 0; i--) {
+            void *buf = chunk + (size_t)i * PAGE_BYTES;
+            *(void **)buf = pool->free_list;
+            pool->free_list = buf;
+        }
+    }
+    void *buf = pool->free_list;
+    pool->free_list = *(void **)buf;
+    pthread_mutex_unlock(&pool->lock);
+    return buf;
+}
+
+static void pool_put(struct page_pool *pool, void *buf)
+{
+    pthread_mutex_lock(&pool->lock);
+    *(void **)buf = pool->free_list;
+    pool->free_list = buf;
+    pthread_mutex_unlock(&pool->lock);
+}
+
+static void page_free(struct pcache *c, struct page *p)
+{
+    pool_put(&c->pool, p->data);
     free(p);
 }
 
@@ -86,7 +141,7 @@ static void reclaim(struct pcache *c, uint64_t target_pages)
         struct page *next = p->lru_next;
         list_unlink(p);
         hash_remove(c, p);
-        page_free(p);
+        page_free(c, p);
         c->pages--;
         atomic_fetch_add(&c->evictions, 1);
         p = next;
@@ -115,6 +170,7 @@ int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **ou
         list_init(&c->dirty[s]);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->loaded, NULL);
+    pthread_mutex_init(&c->pool.lock, NULL);
     *out = c;
     return 0;
 }
@@ -127,11 +183,15 @@ void pcache_destroy(struct pcache *c)
         struct page *p = c->buckets[i];
         while (p) {
             struct page *next = p->hash_next;
-            page_free(p);
+            page_free(c, p);
             p = next;
         }
     }
     free(c->buckets);
+    for (size_t i = 0; i < c->pool.nchunks; i++)
+        munmap(c->pool.chunks[i], (size_t)POOL_CHUNK_PAGES * PAGE_BYTES);
+    free(c->pool.chunks);
+    pthread_mutex_destroy(&c->pool.lock);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->loaded);
     free(c);
@@ -151,7 +211,7 @@ static int grab_existing(struct pcache *c, struct page *p)
         bool last = --p->refs == 0;
         pthread_mutex_unlock(&c->lock);
         if (last)
-            page_free(p);
+            page_free(c, p);
         return err;
     }
     pthread_mutex_unlock(&c->lock);
@@ -174,7 +234,7 @@ int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t b
     if (c->pages >= c->max_pages)
         reclaim(c, c->max_pages - 1);
     p = calloc(1, sizeof(*p));
-    void *data = p ? blk_alloc_buf(PAGE_BYTES) : NULL;
+    void *data = p ? pool_get(&c->pool) : NULL;
     if (!data) {
         free(p);
         pthread_mutex_unlock(&c->lock);
@@ -213,7 +273,7 @@ int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t b
         bool last = --p->refs == 0; /* waiters hold references; the last one frees it */
         pthread_mutex_unlock(&c->lock);
         if (last)
-            page_free(p);
+            page_free(c, p);
         return err;
     }
     p->uptodate = true;
@@ -243,7 +303,7 @@ void pcache_put(struct pcache *c, struct page *p)
         if (!p->in_table) {
             /* Out of the table (failed load, or forgotten while referenced). */
             pthread_mutex_unlock(&c->lock);
-            page_free(p);
+            page_free(c, p);
             return;
         }
         if (!p->dirty)
@@ -324,7 +384,7 @@ static void drop(struct pcache *c, enum page_space space, uint64_t key, bool eve
         c->pages--;
         if (p->refs == 0) {
             list_unlink(p);
-            page_free(p);
+            page_free(c, p);
         }
         /* else: the last pcache_put sees it is out of the table and frees it */
     }

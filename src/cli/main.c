@@ -1,5 +1,6 @@
 /* f2fuse: mount an f2fs image with FUSE, or run one of the tools. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,10 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* I/O buffers of up to 1 MiB come and go per request: keep them mmap'ed (a fixed
+     * threshold) so that freeing them returns the memory, rather than letting glibc raise
+     * the threshold and pile them up in per-thread heaps. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     if (argc >= 2 && strcmp(argv[1], "walk") == 0)
         return walk_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "stat") == 0)
