@@ -215,7 +215,13 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     if (!fs)
         return -ENOMEM;
     fs->opts = *opts;
-    pthread_rwlock_init(&fs->cp_lock, NULL);
+    /* A checkpoint must not starve behind a stream of operations: writers go first (no
+     * operation takes cp_lock twice, so this cannot deadlock). */
+    pthread_rwlockattr_t rwattr;
+    pthread_rwlockattr_init(&rwattr);
+    pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&fs->cp_lock, &rwattr);
+    pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&fs->ns_lock, NULL);
     pthread_mutex_init(&fs->open_lock, NULL);
     pthread_mutex_init(&fs->cp_thread_lock, NULL);
