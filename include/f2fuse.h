@@ -27,6 +27,7 @@ struct f2fuse_options {
     uint64_t cache_size;   /* page cache budget in bytes (default 64 MiB) */
     bool read_only;        /* open without writing anything (default) */
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
+    bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
 };
 
 void f2fuse_options_init(struct f2fuse_options *opts);

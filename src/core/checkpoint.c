@@ -235,6 +235,22 @@ struct orphan_block {
 } __attribute__((packed));
 static_assert(sizeof(struct orphan_block) == F2FS_BLKSIZE, "orphan block");
 
+/* Checkpoint I/O goes ahead of background work in the device's queue (seed 000). */
+static int cp_write(struct f2fuse *fs, uint64_t off, const void *buf, size_t len)
+{
+    struct blk_req req = {.op = BLK_WRITE, .prio = BLK_PRIO_HIGH, .off = off, .len = len,
+                          .buf = (void *)(uintptr_t)buf};
+    struct blk_req *r = &req;
+    return blk_submit_wait(fs->dev, &r, 1);
+}
+
+static int cp_flush(struct f2fuse *fs)
+{
+    struct blk_req req = {.op = BLK_FLUSH, .prio = BLK_PRIO_HIGH};
+    struct blk_req *r = &req;
+    return blk_submit_wait(fs->dev, &r, 1);
+}
+
 /* Commits everything written so far as a new checkpoint in the other pack
  * (f2fs_write_checkpoint / do_checkpoint).  Order: data pages, then node pages (data
  * writeback dirties direct nodes), then NAT and SIT blocks into their alternate copies;
@@ -297,20 +313,19 @@ int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, ui
     uint32_t cp_blkaddr = le32(fs->sb.cp_blkaddr);
     uint32_t start = fs->cp_start == cp_blkaddr ? cp_blkaddr + F2FS_BLOCKS_PER_SEG : cp_blkaddr;
     uint64_t at = (uint64_t)start * F2FS_BLKSIZE;
-    err = blk_write(fs->dev, at, pack, (size_t)(total - 1) * F2FS_BLKSIZE);
+    err = cp_write(fs, at, pack, (size_t)(total - 1) * F2FS_BLKSIZE);
     if (!err)
-        err = blk_flush(fs->dev);
+        err = cp_flush(fs);
     if (!err)
-        err = blk_write(fs->dev, at + (uint64_t)(total - 1) * F2FS_BLKSIZE,
-                        pack + (total - 1) * F2FS_BLKSIZE, F2FS_BLKSIZE);
+        err = cp_write(fs, at + (uint64_t)(total - 1) * F2FS_BLKSIZE,
+                       pack + (total - 1) * F2FS_BLKSIZE, F2FS_BLKSIZE);
     if (!err)
-        err = blk_flush(fs->dev);
+        err = cp_flush(fs);
     if (!err) {
         seg_checkpoint_done(fs->seg);
         memcpy(fs->cp_block, pack, F2FS_BLKSIZE);
         fs->cp_ver = version;
         fs->cp_start = start;
-        atomic_fetch_add(&fs->checkpoints, 1);
     }
     free(pack);
     return err;

@@ -600,7 +600,7 @@ int data_writeback(struct f2fuse *fs)
                 *dn.addr = htole32(blkaddr);
                 pcache_mark_dirty(fs->cache, dn.page);
                 pages[i]->blkaddr = blkaddr;
-                reqs[nreq] = (struct blk_req){.op = BLK_WRITE,
+                reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_HIGH,
                                               .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
                                               .len = F2FS_BLKSIZE, .buf = pages[i]->data};
                 rp[nreq] = &reqs[nreq];

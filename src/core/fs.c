@@ -32,12 +32,13 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->cache_size = DEFAULT_CACHE_SIZE;
     o->read_only = true;
     o->checkpoint_interval = 5;
+    o->checkpoint_merge = true;
 }
 
 const char *f2fuse_option_names(void)
 {
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
-           "checkpoint_interval=SECONDS";
+           "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge";
 }
 
 static int parse_size(const char *v, uint64_t *out)
@@ -66,6 +67,12 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
         if (value)
             return -EINVAL;
         o->read_only = name[1] == 'o';
+        return 0;
+    }
+    if (strcmp(name, "checkpoint_merge") == 0 || strcmp(name, "nocheckpoint_merge") == 0) {
+        if (value)
+            return -EINVAL;
+        o->checkpoint_merge = name[0] == 'c';
         return 0;
     }
     if (!value)
@@ -195,6 +202,8 @@ static int open_rw(struct f2fuse *fs)
         log_info("freed %u orphan inode(s) left by an unclean unmount", norphans);
         err = checkpoint_write(fs, false, NULL, 0);
     }
+    if (!err)
+        err = checkpoint_merge_start(fs);
     if (err)
         return err;
     if (fs->opts.checkpoint_interval) {
@@ -226,6 +235,9 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_mutex_init(&fs->open_lock, NULL);
     pthread_mutex_init(&fs->cp_thread_lock, NULL);
     pthread_cond_init(&fs->cp_thread_wake, NULL);
+    pthread_mutex_init(&fs->cpc.lock, NULL);
+    pthread_cond_init(&fs->cpc.wake, NULL);
+    pthread_cond_init(&fs->cpc.done, NULL);
     for (int i = 0; i < INODE_LOCK_STRIPES; i++)
         pthread_mutex_init(&fs->inode_locks[i], NULL);
     struct blk_options bo = {.backend = opts->backend, .queue_depth = opts->queue_depth,
@@ -263,6 +275,7 @@ void f2fuse_close(struct f2fuse *fs)
         pthread_mutex_unlock(&fs->cp_thread_lock);
         pthread_join(fs->cp_thread, NULL);
     }
+    checkpoint_merge_stop(fs);
     if (fs->seg && fs->nat && !fs->write_error) {
         /* The last checkpoint, marked as a clean unmount. */
         uint32_t n;
@@ -287,6 +300,9 @@ void f2fuse_close(struct f2fuse *fs)
     pthread_mutex_destroy(&fs->open_lock);
     pthread_mutex_destroy(&fs->cp_thread_lock);
     pthread_cond_destroy(&fs->cp_thread_wake);
+    pthread_mutex_destroy(&fs->cpc.lock);
+    pthread_cond_destroy(&fs->cpc.wake);
+    pthread_cond_destroy(&fs->cpc.done);
     for (int i = 0; i < INODE_LOCK_STRIPES; i++)
         pthread_mutex_destroy(&fs->inode_locks[i]);
     free(fs);
@@ -388,23 +404,7 @@ void fs_after_change(struct f2fuse *fs)
 
 int f2fuse_sync(struct f2fuse *fs)
 {
-    if (!fs->seg)
-        return 0;
-    atomic_fetch_add(&fs->checkpoint_requests, 1);
-    uint32_t n;
-    uint32_t *orphans = inode_orphans(fs, &n);
-    pthread_rwlock_wrlock(&fs->cp_lock);
-    int err = fs->write_error;
-    if (!err)
-        err = checkpoint_write(fs, false, orphans, orphans ? n : 0);
-    if (err && !fs->write_error) {
-        fs->write_error = err;
-        log_err("checkpoint failed: %s; the mount turns read-only and the image keeps its "
-                "last checkpoint", strerror(-err));
-    }
-    pthread_rwlock_unlock(&fs->cp_lock);
-    free(orphans);
-    return err;
+    return checkpoint_request(fs);
 }
 
 static void *checkpoint_thread(void *arg)
@@ -664,9 +664,8 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
         seg_emit_stats(fs->seg, fn, arg);
     if (fs->nat)
         nat_emit_stats(fs->nat, fn, arg);
+    checkpoint_merge_stats(fs, fn, arg);
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
-    fn(arg, "fs.checkpoints", atomic_load(&fs->checkpoints));
-    fn(arg, "fs.checkpoint_requests", atomic_load(&fs->checkpoint_requests));
     fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
     fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
     fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));

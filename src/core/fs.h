@@ -19,6 +19,19 @@
 #include "util/log.h"
 
 #define INODE_LOCK_STRIPES 64
+#define CP_WAIT_BUCKETS 40 /* log2 buckets of microseconds: up to ~6 days */
+
+/* Checkpoint requests (checkpoint_merge.c). */
+struct cp_request;
+struct cp_control {
+    pthread_mutex_t lock;
+    pthread_cond_t wake, done;
+    struct cp_request *head, *tail;
+    bool running, stopping;
+    pthread_t thread;
+    uint64_t requests, checkpoints, served_total, served_max;
+    uint64_t waits, wait_total_ns, wait_max_ns, wait_hist[CP_WAIT_BUCKETS];
+};
 
 /* Everything known about a mounted image.  Geometry and checkpoint state are read once at
  * mount and are immutable on a read-only mount. */
@@ -58,8 +71,6 @@ struct f2fuse {
     pthread_rwlock_t cp_lock;
     pthread_mutex_t ns_lock;
     pthread_mutex_t inode_locks[INODE_LOCK_STRIPES];
-    atomic_uint_fast64_t checkpoints;
-    atomic_uint_fast64_t checkpoint_requests;
     atomic_uint_fast64_t data_pages_written, node_pages_written;
     atomic_uint_fast32_t next_generation;
     int write_error;            /* set when a checkpoint failed: the mount turns read-only */
@@ -68,6 +79,8 @@ struct f2fuse {
     pthread_mutex_t open_lock;
     struct open_inode *open;
     size_t nopen, capopen;
+
+    struct cp_control cpc;
 
     /* The checkpoint thread: commits every checkpoint_interval seconds when dirty. */
     pthread_t cp_thread;
@@ -90,6 +103,13 @@ int checkpoint_load(struct f2fuse *fs);
 int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, uint32_t norphans);
 /* The orphan inodes the valid checkpoint lists (malloc'ed array). */
 int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count);
+
+/* checkpoint_merge.c: every checkpoint request goes through checkpoint_request, which
+ * returns once a checkpoint that started after the call has committed. */
+int checkpoint_request(struct f2fuse *fs);
+int checkpoint_merge_start(struct f2fuse *fs);
+void checkpoint_merge_stop(struct f2fuse *fs);
+void checkpoint_merge_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);
 
 /* node.c */
 bool nid_valid(const struct f2fuse *fs, uint32_t nid);

@@ -198,7 +198,7 @@ int node_writeback(struct f2fuse *fs)
             if (nid == ino)
                 inode_update_checksum(fs, page);
             err = nat_set(fs->nat, nid, ino, blkaddr);
-            reqs[i] = (struct blk_req){.op = BLK_WRITE, .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
+            reqs[i] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_HIGH, .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
                                        .len = F2FS_BLKSIZE, .buf = page->data};
             rp[i] = &reqs[i];
             page->blkaddr = blkaddr;
