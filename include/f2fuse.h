@@ -28,6 +28,7 @@ struct f2fuse_options {
     bool read_only;        /* open without writing anything (default) */
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
+    bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
 };
 
 void f2fuse_options_init(struct f2fuse_options *opts);
@@ -139,8 +140,9 @@ int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const voi
                     size_t size, int flags);
 int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name);
 
-/* Makes everything written so far durable (a checkpoint).  fsync of one inode does the
- * same for now. */
+/* f2fuse_sync makes everything written so far durable (a checkpoint).  f2fuse_fsync makes
+ * one inode durable: for a regular file with one name that the last checkpoint holds, by
+ * writing its data and nodes for roll-forward recovery (no checkpoint); else a checkpoint. */
 int f2fuse_sync(struct f2fuse *fs);
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync);
 

@@ -340,18 +340,27 @@ void pcache_mark_clean(struct pcache *c, struct page *p, uint64_t blkaddr)
     pthread_mutex_unlock(&c->lock);
 }
 
-size_t pcache_collect_dirty(struct pcache *c, enum page_space space, struct page **pages,
-                            size_t max)
+size_t pcache_collect_dirty_match(struct pcache *c, enum page_space space,
+                                  bool (*match)(const struct page *page, void *arg), void *arg,
+                                  struct page **pages, size_t max)
 {
     pthread_mutex_lock(&c->lock);
     size_t n = 0;
     for (struct page *p = c->dirty[space].lru_next; p != &c->dirty[space] && n < max;
          p = p->lru_next) {
+        if (match && !match(p, arg))
+            continue;
         p->refs++;
         pages[n++] = p;
     }
     pthread_mutex_unlock(&c->lock);
     return n;
+}
+
+size_t pcache_collect_dirty(struct pcache *c, enum page_space space, struct page **pages,
+                            size_t max)
+{
+    return pcache_collect_dirty_match(c, space, NULL, NULL, pages, max);
 }
 
 size_t pcache_dirty_count(struct pcache *c, enum page_space space)

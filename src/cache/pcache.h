@@ -57,6 +57,11 @@ void pcache_mark_clean(struct pcache *cache, struct page *page, uint64_t blkaddr
  * how many; the caller writes them, marks them clean and puts them. */
 size_t pcache_collect_dirty(struct pcache *cache, enum page_space space, struct page **pages,
                             size_t max);
+/* The same, for the dirty pages that match says yes to (called with the cache locked: it
+ * may look at the page's key and data, nothing else). */
+size_t pcache_collect_dirty_match(struct pcache *cache, enum page_space space,
+                                  bool (*match)(const struct page *page, void *arg), void *arg,
+                                  struct page **pages, size_t max);
 size_t pcache_dirty_count(struct pcache *cache, enum page_space space);
 bool pcache_over_budget(struct pcache *cache);
 

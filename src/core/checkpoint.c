@@ -259,9 +259,9 @@ static int cp_flush(struct f2fuse *fs)
  * references has been overwritten.  The caller holds cp_lock for writing. */
 int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, uint32_t norphans)
 {
-    int err = data_writeback(fs);
+    int err = data_writeback(fs, 0);
     if (!err)
-        err = node_writeback(fs);
+        err = node_writeback(fs, 0);
     if (!err)
         err = nat_flush(fs->nat);
     if (!err)
@@ -323,6 +323,9 @@ int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, ui
         err = cp_flush(fs);
     if (!err) {
         seg_checkpoint_done(fs->seg);
+        /* Everything is in this checkpoint now: every file may take the fsync fast path. */
+        if (fs->fsync_needs_cp)
+            memset(fs->fsync_needs_cp, 0, fs->max_nid / 8 + 1);
         memcpy(fs->cp_block, pack, F2FS_BLKSIZE);
         fs->cp_ver = version;
         fs->cp_start = start;

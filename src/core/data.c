@@ -495,6 +495,7 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
             return err;
     }
     if (new_size < old_size) {
+        fsync_needs_checkpoint(fs, ii->ino); /* freed nodes leave no trace to roll forward */
         uint64_t first_free = (new_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
         uint64_t old_blocks = (old_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
         for (uint64_t i = first_free; i < old_blocks; i++)
@@ -550,9 +551,15 @@ static int key_order(const void *a, const void *b)
     return ka < kb ? -1 : ka > kb;
 }
 
-/* Writes every dirty data page to a new block of its log, pointing the file at it.  Runs
- * inside a checkpoint, before node writeback. */
-int data_writeback(struct f2fuse *fs)
+static bool page_of_inode(const struct page *page, void *arg)
+{
+    return page->key >> 32 == *(const uint32_t *)arg;
+}
+
+/* Writes every dirty data page (of inode only_ino, when not 0) to a new block of its log,
+ * pointing the file at it.  Runs inside a checkpoint before node writeback, or for one
+ * file's fsync. */
+int data_writeback(struct f2fuse *fs, uint32_t only_ino)
 {
     enum { BATCH = 1024 };
     struct page **pages = malloc(BATCH * sizeof(*pages));
@@ -560,7 +567,9 @@ int data_writeback(struct f2fuse *fs)
     struct blk_req **rp = malloc(BATCH * sizeof(*rp));
     int err = pages && reqs && rp ? 0 : -ENOMEM;
     while (!err) {
-        size_t n = pcache_collect_dirty(fs->cache, PAGE_DATA, pages, BATCH);
+        size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA,
+                                              only_ino ? page_of_inode : NULL, &only_ino, pages,
+                                              BATCH);
         if (n == 0)
             break;
         qsort(pages, n, sizeof(*pages), key_order); /* file order: contiguous blocks */

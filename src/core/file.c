@@ -245,9 +245,67 @@ int f2fuse_release(struct f2fuse *fs, uint32_t ino)
     return err;
 }
 
+void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino)
+{
+    if (fs->fsync_needs_cp && ino < fs->max_nid)
+        __atomic_fetch_or(&fs->fsync_needs_cp[ino / 8], (uint8_t)(1u << (ino % 8)),
+                          __ATOMIC_RELAXED);
+}
+
+static bool needs_checkpoint(struct f2fuse *fs, uint32_t ino)
+{
+    return __atomic_load_n(&fs->fsync_needs_cp[ino / 8], __ATOMIC_RELAXED) & (1u << (ino % 8));
+}
+
+/* fsync as f2fs does it: when roll-forward recovery can bring the file back (a regular
+ * file with one name, whose name and parent are in the last checkpoint), write its dirty
+ * data and direct nodes to the logs, chained after the checkpoint with the fsync mark on
+ * the inode, then flush — no checkpoint.  Anything else takes a checkpoint. */
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
 {
-    /* The fast path (fsync marks and roll-forward recovery) comes with checkpoint_merge;
-     * until then every fsync is a checkpoint, which is always enough. */
-    return f2fuse_sync(fs);
+    if (!fs->seg)
+        return 0;
+    int err = fs_writable(fs);
+    if (!err)
+        err = fs_reserve(fs, 8);
+    if (err)
+        return err;
+    file_begin(fs, ino);
+    struct page *ipage;
+    struct inode_info ii;
+    bool fast = false;
+    err = inode_get(fs, ino, &ipage, &ii);
+    if (!err) {
+        fast = fs->opts.fsync_fast && S_ISREG(ii.mode) && ii.links == 1 &&
+               !needs_checkpoint(fs, ino) && seg_next_blkaddr(fs->seg, LOG_WARM_NODE) != 0;
+        if (fast) {
+            pthread_mutex_lock(&fs->fsync_lock);
+            pcache_mark_dirty(fs->cache, ipage); /* the inode carries the fsync mark */
+            err = data_writeback(fs, ino);
+            if (!err)
+                err = node_writeback(fs, ino);
+            if (!err) {
+                struct blk_req req = {.op = BLK_FLUSH, .prio = BLK_PRIO_HIGH};
+                struct blk_req *r = &req;
+                err = blk_submit_wait(fs->dev, &r, 1);
+            }
+            pthread_mutex_unlock(&fs->fsync_lock);
+            if (err && !fs->write_error) {
+                fs->write_error = err;
+                log_err("fsync of inode %u failed: %s; the mount turns read-only", ino,
+                        strerror(-err));
+            }
+        }
+        pcache_put(fs->cache, ipage);
+    }
+    inode_unlock_many(fs, &ino, 1);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    if (err)
+        return err;
+    if (fast) {
+        atomic_fetch_add(&fs->fsync_fast, 1);
+        return 0;
+    }
+    atomic_fetch_add(&fs->fsync_checkpoint, 1);
+    return checkpoint_request(fs);
 }

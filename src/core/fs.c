@@ -33,12 +33,14 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->read_only = true;
     o->checkpoint_interval = 5;
     o->checkpoint_merge = true;
+    o->fsync_fast = true;
 }
 
 const char *f2fuse_option_names(void)
 {
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
-           "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge";
+           "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, "
+           "fsync=fast|checkpoint";
 }
 
 static int parse_size(const char *v, uint64_t *out)
@@ -77,9 +79,19 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     }
     if (!value)
         return strcmp(name, "backend") && strcmp(name, "queue_depth") &&
-                       strcmp(name, "cache_size") && strcmp(name, "checkpoint_interval")
+                       strcmp(name, "cache_size") && strcmp(name, "checkpoint_interval") &&
+                       strcmp(name, "fsync")
                    ? -ENOENT
                    : -EINVAL;
+    if (strcmp(name, "fsync") == 0) {
+        if (strcmp(value, "fast") == 0)
+            o->fsync_fast = true;
+        else if (strcmp(value, "checkpoint") == 0)
+            o->fsync_fast = false;
+        else
+            return -EINVAL;
+        return 0;
+    }
     if (strcmp(name, "backend") == 0) {
         if (strcmp(value, "uring") == 0)
             o->backend = "uring";
@@ -139,32 +151,6 @@ static const char *rw_refusal(struct f2fuse *fs)
     return NULL;
 }
 
-/* Does the warm node log hold fsync'ed nodes written after the checkpoint (which the
- * kernel would replay)?  f2fuse does not replay them yet, so it must not write over them. */
-static int fsync_chain_pending(struct f2fuse *fs, bool *pending)
-{
-    *pending = false;
-    const struct f2fs_checkpoint *cp = fs->cp;
-    uint32_t blk = fs->main_blkaddr + le32(cp->cur_node_segno[1]) * F2FS_BLOCKS_PER_SEG +
-                   le16(cp->cur_node_blkoff[1]);
-    struct f2fs_node *node = blk_alloc_buf(F2FS_BLKSIZE);
-    if (!node)
-        return -ENOMEM;
-    int err = 0;
-    for (int hops = 0; hops < 4 * (int)F2FS_BLOCKS_PER_SEG && blkaddr_in_main(fs, blk); hops++) {
-        err = blk_read(fs->dev, (uint64_t)blk * F2FS_BLKSIZE, node, F2FS_BLKSIZE);
-        if (err || (uint32_t)le64(node->footer.cp_ver) != (uint32_t)fs->cp_ver)
-            break;
-        if (le32(node->footer.flag) & 0x2u) { /* the fsync mark */
-            *pending = true;
-            break;
-        }
-        blk = le32(node->footer.next_blkaddr);
-    }
-    free(node);
-    return err;
-}
-
 static void *checkpoint_thread(void *arg);
 
 /* Sets up the write side: segment and NAT managers, orphans left by a crash, and the
@@ -172,16 +158,14 @@ static void *checkpoint_thread(void *arg);
 static int open_rw(struct f2fuse *fs)
 {
     const char *why = rw_refusal(fs);
-    bool pending = false;
-    int err = why ? 0 : fsync_chain_pending(fs, &pending);
-    if (err)
-        return err;
-    if (pending)
-        why = "it holds fsync'ed data to replay (mount it with the kernel first)";
     if (why) {
         log_err("cannot mount read-write: %s; mount with -o ro", why);
         return -EROFS;
     }
+    fs->fsync_needs_cp = calloc(fs->max_nid / 8 + 1, 1);
+    if (!fs->fsync_needs_cp)
+        return -ENOMEM;
+    int err;
     atomic_store(&fs->next_generation, (uint32_t)time(NULL));
     err = seg_load(fs, &fs->seg);
     if (!err)
@@ -190,6 +174,9 @@ static int open_rw(struct f2fuse *fs)
         return err;
     /* Data may not take the segments a checkpoint needs for its nodes. */
     seg_set_data_reserve(fs->seg, 3);
+    err = recovery_run(fs);
+    if (err)
+        return err;
 
     uint32_t *orphans, norphans;
     err = checkpoint_read_orphans(fs, &orphans, &norphans);
@@ -235,6 +222,7 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_mutex_init(&fs->open_lock, NULL);
     pthread_mutex_init(&fs->cp_thread_lock, NULL);
     pthread_cond_init(&fs->cp_thread_wake, NULL);
+    pthread_mutex_init(&fs->fsync_lock, NULL);
     pthread_mutex_init(&fs->cpc.lock, NULL);
     pthread_cond_init(&fs->cpc.wake, NULL);
     pthread_cond_init(&fs->cpc.done, NULL);
@@ -300,6 +288,8 @@ void f2fuse_close(struct f2fuse *fs)
     pthread_mutex_destroy(&fs->open_lock);
     pthread_mutex_destroy(&fs->cp_thread_lock);
     pthread_cond_destroy(&fs->cp_thread_wake);
+    pthread_mutex_destroy(&fs->fsync_lock);
+    free(fs->fsync_needs_cp);
     pthread_mutex_destroy(&fs->cpc.lock);
     pthread_cond_destroy(&fs->cpc.wake);
     pthread_cond_destroy(&fs->cpc.done);
@@ -606,6 +596,7 @@ static int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const
     err = inode_get(fs, ino, &page, &ii);
     if (!err) {
         err = xattr_set(fs, &ii, page, name, value, size, flags);
+        fsync_needs_checkpoint(fs, ino);
         if (!err) {
             inode_touch(page, false, true);
             pcache_mark_dirty(fs->cache, page);
@@ -666,6 +657,9 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
         nat_emit_stats(fs->nat, fn, arg);
     checkpoint_merge_stats(fs, fn, arg);
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
+    fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
+    fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));
+    fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
     fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
     fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
     fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));

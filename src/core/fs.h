@@ -82,6 +82,13 @@ struct f2fuse {
 
     struct cp_control cpc;
 
+    /* fsync fast path: one at a time, so that the warm node chain has no gaps; inodes that
+     * changed in ways roll-forward cannot replay (new, linked, renamed, truncated,
+     * xattrs) since the last checkpoint make their fsync a checkpoint. */
+    pthread_mutex_t fsync_lock;
+    uint8_t *fsync_needs_cp; /* one bit per nid, cleared by each checkpoint */
+    atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes;
+
     /* The checkpoint thread: commits every checkpoint_interval seconds when dirty. */
     pthread_t cp_thread;
     bool cp_thread_running, stopping;
@@ -132,7 +139,7 @@ static inline uint32_t *node_word(struct page *p, size_t byte_off)
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
              struct page **out);
 int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino);
-int node_writeback(struct f2fuse *fs);
+int node_writeback(struct f2fuse *fs, uint32_t fsync_ino);
 
 /* inode.c: the decoded, immutable view of an on-disk inode that the rest of the core uses. */
 struct inode_info {
@@ -189,7 +196,7 @@ void inode_add_blocks(struct page *ipage, int64_t delta);
 ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
                    size_t size, uint64_t off);
 int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size);
-int data_writeback(struct f2fuse *fs);
+int data_writeback(struct f2fuse *fs, uint32_t only_ino);
 /* Moves an inline file's data to block 0 (f2fs_convert_inline_inode). */
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 /* Frees file block index (a hole afterwards). */
@@ -223,6 +230,12 @@ int inode_release(struct f2fuse *fs, uint32_t ino);
 int inode_free(struct f2fuse *fs, uint32_t ino);
 /* The unlinked-but-open inodes, for the checkpoint's orphan list (malloc'ed). */
 uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count);
+
+/* file.c */
+void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino);
+
+/* recovery.c: replays what fsync wrote after the last checkpoint (roll-forward). */
+int recovery_run(struct f2fuse *fs);
 
 /* fs.c: shared pieces of every write operation */
 int fs_writable(struct f2fuse *fs);               /* -EROFS on a read-only mount */

@@ -191,6 +191,7 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_
         pcache_put(fs->cache, ipage);
         return err;
     }
+    fsync_needs_checkpoint(fs, ino); /* its name is not in any checkpoint yet */
     *ipagep = ipage;
     return 0;
 }
@@ -370,6 +371,7 @@ int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *na
     if (!err)
         err = dir_add_entry(fs, &dir, dpage, name, len, ino, ii.mode);
     if (!err) {
+        fsync_needs_checkpoint(fs, ino);
         set_links(&ii, ipage, ii.links + 1);
         inode_touch(ipage, false, true);
         inode_touch(dpage, true, true);
@@ -399,6 +401,7 @@ static int drop_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
     inode_touch(ipage, false, true);
     pcache_mark_dirty(fs->cache, ipage);
     pcache_mark_dirty(fs->cache, dpage);
+    fsync_needs_checkpoint(fs, ii->ino);
     if (ii->links > 0 || keep_as_orphan(fs, ii->ino))
         return 0;
     return 1; /* the caller frees it once it has let go of the page */
@@ -663,6 +666,9 @@ int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, 
             set_name_hint(spage, new_parent, new_name, new_len);
     }
     if (!err) {
+        fsync_needs_checkpoint(fs, src_ino);
+        if (tgt_ino)
+            fsync_needs_checkpoint(fs, tgt_ino);
         inode_touch(spage, false, true);
         inode_touch(odpage, true, true);
         inode_touch(ndpage, true, true);

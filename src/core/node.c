@@ -163,17 +163,56 @@ static enum log_type node_log(const struct f2fs_node *node)
 }
 
 #define WRITEBACK_BATCH 1024
+#define NODE_FSYNC_BIT 0x2u /* footer flag: the last node an fsync wrote */
+#define NODE_DENT_BIT 0x4u
+
+struct fsync_match {
+    uint32_t ino;
+    bool inode; /* the inode itself, or its direct nodes */
+};
+
+/* The nodes one fsync writes: the inode's direct nodes, then the inode itself (indirect
+ * and xattr nodes wait for the next checkpoint; recovery rebuilds the tree above dnodes). */
+static bool fsync_node(const struct page *page, void *arg)
+{
+    const struct f2fs_node *node = page->data;
+    const struct fsync_match *m = arg;
+    uint32_t ofs = le32(node->footer.flag) >> OFFSET_BIT_SHIFT;
+    if (le32(node->footer.ino) != m->ino)
+        return false;
+    if (m->inode)
+        return node->footer.nid == node->footer.ino;
+    return ofs != 0 && ofs != XATTR_NODE_OFFSET && node_log(node) != LOG_COLD_NODE;
+}
+
+static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *),
+                       void *arg, bool fsync_mark);
 
 /* Writes every dirty node page to a newly allocated block of its log and points its NAT
- * entry there.  Runs inside a checkpoint, after data writeback (which dirties nodes). */
-int node_writeback(struct f2fuse *fs)
+ * entry there.  For a checkpoint (fsync_ino 0) it runs after data writeback (which dirties
+ * nodes).  For the fsync fast path it writes one inode's direct nodes, then the inode, to
+ * the warm node log after the checkpoint, chained through next_blkaddr; the inode carries
+ * the fsync mark that roll-forward recovery looks for. */
+int node_writeback(struct f2fuse *fs, uint32_t fsync_ino)
+{
+    if (!fsync_ino)
+        return write_nodes(fs, NULL, NULL, false);
+    struct fsync_match m = {fsync_ino, false};
+    int err = write_nodes(fs, fsync_node, &m, false);
+    m.inode = true;
+    return err ? err : write_nodes(fs, fsync_node, &m, true);
+}
+
+static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *),
+                       void *arg, bool fsync_mark)
 {
     struct page **pages = malloc(WRITEBACK_BATCH * sizeof(*pages));
     struct blk_req *reqs = malloc(WRITEBACK_BATCH * sizeof(*reqs));
     struct blk_req **rp = malloc(WRITEBACK_BATCH * sizeof(*rp));
     int err = pages && reqs && rp ? 0 : -ENOMEM;
     while (!err) {
-        size_t n = pcache_collect_dirty(fs->cache, PAGE_NODE, pages, WRITEBACK_BATCH);
+        size_t n = pcache_collect_dirty_match(fs->cache, PAGE_NODE, match, arg, pages,
+                                              WRITEBACK_BATCH);
         if (n == 0)
             break;
         size_t i;
@@ -186,19 +225,26 @@ int node_writeback(struct f2fuse *fs)
             if (err)
                 break;
             struct f2fs_summary sum = {.nid = htole32(nid)};
+            enum log_type log = node_log(node);
             uint32_t blkaddr;
-            err = seg_alloc_block(fs->seg, node_log(node), &sum, &blkaddr);
+            err = seg_alloc_block(fs->seg, log, &sum, &blkaddr);
             if (err)
                 break;
             uint32_t old = le32(ne.block_addr);
             if (blkaddr_in_main(fs, old))
                 seg_invalidate_block(fs->seg, old);
+            uint32_t flag = le32(node->footer.flag) & ~(NODE_FSYNC_BIT | NODE_DENT_BIT);
+            if (fsync_mark)
+                flag |= NODE_FSYNC_BIT;
+            node->footer.flag = htole32(flag);
             node->footer.cp_ver = htole64(fs->cp_ver);
-            node->footer.next_blkaddr = htole32(blkaddr + 1);
+            uint32_t next = seg_next_blkaddr(fs->seg, log);
+            node->footer.next_blkaddr = htole32(next ? next : blkaddr + 1);
             if (nid == ino)
                 inode_update_checksum(fs, page);
             err = nat_set(fs->nat, nid, ino, blkaddr);
-            reqs[i] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_HIGH, .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
+            reqs[i] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_HIGH,
+                                       .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
                                        .len = F2FS_BLKSIZE, .buf = page->data};
             rp[i] = &reqs[i];
             page->blkaddr = blkaddr;

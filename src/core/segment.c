@@ -68,6 +68,7 @@ struct seg_manager {
     uint64_t *free_map;        /* one bit per segment */
     uint64_t *prefree_map;
     uint64_t *changed_map;     /* segments whose map changed since the last checkpoint */
+    uint64_t *hold_map;        /* free segments allocation must not take (recovery) */
     uint64_t *sit_dirty;       /* one bit per SIT block */
     uint8_t *committed_bitmap; /* SIT version bitmap of the last committed checkpoint */
     uint8_t *sit_bitmap;       /* the one the next checkpoint carries */
@@ -199,18 +200,23 @@ static void seg_mark_dirty(struct seg_manager *sm, uint32_t s)
     bm_set(sm->sit_dirty, s / SIT_ENTRY_PER_BLOCK);
 }
 
-/* A free segment, searching upward from hint and wrapping around; UINT32_MAX if none. */
+/* A free segment that is not held, searching upward from hint and wrapping around;
+ * UINT32_MAX if none. */
 static uint32_t find_free_segment(struct seg_manager *sm, uint32_t hint)
 {
     if (sm->free_segs == 0)
         return UINT32_MAX;
     if (hint >= sm->main_segs)
         hint = 0;
-    uint32_t s = bm_next(sm->free_map, sm->main_segs, hint);
-    if (s < sm->main_segs)
-        return s;
-    s = bm_next(sm->free_map, hint, 0); /* wrap around: [0, hint) */
-    return s < hint ? s : UINT32_MAX;
+    for (uint32_t s = bm_next(sm->free_map, sm->main_segs, hint); s < sm->main_segs;
+         s = bm_next(sm->free_map, sm->main_segs, s + 1))
+        if (!bm_test(sm->hold_map, s))
+            return s;
+    for (uint32_t s = bm_next(sm->free_map, hint, 0); s < hint; /* wrap: [0, hint) */
+         s = bm_next(sm->free_map, hint, s + 1))
+        if (!bm_test(sm->hold_map, s))
+            return s;
+    return UINT32_MAX;
 }
 
 static void summary_footer_set(struct f2fs_summary_block *sum, enum log_type t)
@@ -613,6 +619,7 @@ void seg_destroy(struct seg_manager *sm)
     free(sm->free_map);
     free(sm->prefree_map);
     free(sm->changed_map);
+    free(sm->hold_map);
     free(sm->sit_dirty);
     free(sm->committed_bitmap);
     free(sm->sit_bitmap);
@@ -666,6 +673,7 @@ int seg_load(struct f2fuse *fs, struct seg_manager **out)
     sm->free_map = calloc(seg_words, sizeof(uint64_t));
     sm->prefree_map = calloc(seg_words, sizeof(uint64_t));
     sm->changed_map = calloc(seg_words, sizeof(uint64_t));
+    sm->hold_map = calloc(seg_words, sizeof(uint64_t));
     sm->sit_dirty = calloc(sit_words, sizeof(uint64_t));
     sm->committed_bitmap = malloc(sm->sit_bitmap_bytes);
     sm->sit_bitmap = malloc(sm->sit_bitmap_bytes);
@@ -821,6 +829,41 @@ bool seg_block_valid(struct seg_manager *sm, uint32_t blkaddr)
         valid = f2fs_test_bit((unsigned)(rel % BLKS), sm->se[rel / BLKS].map);
     pthread_mutex_unlock(&sm->lock);
     return valid;
+}
+
+uint32_t seg_next_blkaddr(struct seg_manager *sm, enum log_type type)
+{
+    pthread_mutex_lock(&sm->lock);
+    const struct log_state *lg = &sm->logs[type];
+    uint32_t addr = lg->must_move ? 0 : sm->main_blkaddr + lg->segno * BLKS + lg->next_blkoff;
+    pthread_mutex_unlock(&sm->lock);
+    return addr;
+}
+
+int seg_new_segments(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    int err = 0;
+    for (int t = 0; t < LOG_COUNT && !err; t++)
+        err = log_move(sm, (enum log_type)t);
+    pthread_mutex_unlock(&sm->lock);
+    return err;
+}
+
+void seg_hold(struct seg_manager *sm, uint32_t blkaddr)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t rel = (uint64_t)blkaddr - sm->main_blkaddr;
+    if (blkaddr >= sm->main_blkaddr && rel < (uint64_t)sm->main_segs * BLKS)
+        bm_set(sm->hold_map, (uint32_t)(rel / BLKS));
+    pthread_mutex_unlock(&sm->lock);
+}
+
+void seg_release_holds(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    memset(sm->hold_map, 0, (sm->main_segs + 63) / 64 * sizeof(uint64_t));
+    pthread_mutex_unlock(&sm->lock);
 }
 
 uint64_t seg_valid_blocks(struct seg_manager *sm)

@@ -72,6 +72,19 @@ void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr);
 
 bool seg_block_valid(struct seg_manager *sm, uint32_t blkaddr);
 
+/* The address the next block of log type will get (the roll-forward chain's next_blkaddr),
+ * or 0 while unknown (a log loaded in SSR mode moves to a fresh segment first). */
+uint32_t seg_next_blkaddr(struct seg_manager *sm, enum log_type type);
+
+/* Every log leaves its segment for a free one (writing the summaries), so that nothing
+ * written after the last checkpoint is overwritten: roll-forward recovery needs it. */
+int seg_new_segments(struct seg_manager *sm);
+
+/* Keeps the segment holding blkaddr out of allocation until seg_release_holds (the blocks
+ * a recovery still reads while its checkpoint allocates). */
+void seg_hold(struct seg_manager *sm, uint32_t blkaddr);
+void seg_release_holds(struct seg_manager *sm);
+
 /* Valid blocks in the main area right now (the checkpoint's valid_block_count). */
 uint64_t seg_valid_blocks(struct seg_manager *sm);
 /* Segments that are free now (not current, no valid blocks now or at the last CP). */

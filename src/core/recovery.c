@@ -1,0 +1,290 @@
+/* Roll-forward recovery (the kernel's recovery.c, f2fs_recover_fsync_data): nodes that
+ * fsync wrote after the last checkpoint form a chain in the warm node log — from the
+ * checkpoint's write position of that log, through each footer's next_blkaddr, for as long
+ * as footers carry the checkpoint's version.  Inodes with an fsync mark in the chain are
+ * replayed up to their last marked node: the inode's attributes and every data pointer
+ * that differs from the checkpointed tree.  Replayed data is copied into the page cache
+ * and a checkpoint then writes it out of place.
+ *
+ * Until that checkpoint commits, the chain and the data it points at must survive a second
+ * crash: every log first moves to a fresh segment, and the segments holding them are kept
+ * out of allocation. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/fs.h"
+
+#define NODE_FSYNC_BIT 0x2u
+
+struct chain_node {
+    uint32_t blkaddr;
+    uint32_t nid, ino, ofs;
+    bool fsync;
+};
+
+struct chain {
+    struct chain_node *nodes;
+    size_t n, cap;
+};
+
+static int chain_add(struct chain *c, struct chain_node node)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        struct chain_node *n = realloc(c->nodes, cap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        c->nodes = n;
+        c->cap = cap;
+    }
+    c->nodes[c->n++] = node;
+    return 0;
+}
+
+/* Walks the chain; stops at a footer of another version, an address outside the main
+ * area, or after as many blocks as the main area has (a loop). */
+static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
+{
+    const struct f2fs_checkpoint *cp = fs->cp;
+    uint32_t blk = fs->main_blkaddr + le32(cp->cur_node_segno[LOG_WARM_NODE - LOG_HOT_NODE]) *
+                                          F2FS_BLOCKS_PER_SEG +
+                   le16(cp->cur_node_blkoff[LOG_WARM_NODE - LOG_HOT_NODE]);
+    uint64_t limit = (uint64_t)fs->main_blkend - fs->main_blkaddr;
+    for (uint64_t hops = 0; hops < limit && blkaddr_in_main(fs, blk); hops++) {
+        int err = blk_read(fs->dev, (uint64_t)blk * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
+        if (err)
+            return err;
+        /* Low 32 bits: the kernel puts a CRC in the high half under CRC_RECOVERY. */
+        if ((uint32_t)le64(buf->footer.cp_ver) != (uint32_t)fs->cp_ver)
+            break;
+        uint32_t flag = le32(buf->footer.flag);
+        struct chain_node node = {.blkaddr = blk, .nid = le32(buf->footer.nid),
+                                  .ino = le32(buf->footer.ino),
+                                  .ofs = flag >> OFFSET_BIT_SHIFT,
+                                  .fsync = flag & NODE_FSYNC_BIT};
+        if (!nid_valid(fs, node.nid) || !nid_valid(fs, node.ino))
+            break;
+        err = chain_add(c, node);
+        if (err)
+            return err;
+        blk = le32(buf->footer.next_blkaddr);
+    }
+    return 0;
+}
+
+/* First file block a direct node at footer offset ofs maps, or UINT64_MAX for nodes that
+ * map none (indirect nodes, xattr nodes). */
+static uint64_t dnode_first_block(uint32_t addrs_per_inode, uint32_t ofs)
+{
+    const uint64_t d = ADDRS_PER_BLOCK, n = NIDS_PER_BLOCK, a = addrs_per_inode;
+    if (ofs == 1 || ofs == 2)
+        return a + (ofs - 1) * d;
+    if (ofs == 3 || ofs == 4 + n || ofs == 5 + 2 * n || ofs == XATTR_NODE_OFFSET || ofs == 0)
+        return UINT64_MAX;
+    if (ofs < 4 + n)
+        return a + 2 * d + (ofs - 4) * d;
+    if (ofs < 5 + 2 * n)
+        return a + 2 * d + n * d + (ofs - 5 - n) * d;
+    uint64_t r = ofs - (6 + 2 * n), j = r / (n + 1), m = r % (n + 1);
+    if (m == 0)
+        return UINT64_MAX;
+    return a + 2 * d + 2 * n * d + (j * n + m - 1) * d;
+}
+
+/* Makes file block index hold what the fsync'ed pointer addr held: its data copied into
+ * a dirty page, or a hole. */
+static int replay_pointer(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                          uint64_t index, uint32_t addr)
+{
+    if (addr == NEW_ADDR)
+        addr = NULL_ADDR;
+    uint32_t cur = NULL_ADDR;
+    struct dnode dn;
+    int err = dnode_get(fs, ii, ipage, index, false, &dn);
+    if (!err) {
+        cur = le32(*dn.addr);
+        dnode_put(fs, ipage, &dn);
+    } else if (err != -ENOENT) {
+        return err;
+    }
+    if (cur == addr)
+        return 0;
+    if (addr == NULL_ADDR)
+        return data_punch_block(fs, ii, ipage, index);
+    if (!blkaddr_in_main(fs, addr))
+        return fs_corrupt(fs, "recovery: inode %u block %llu points outside the main area",
+                          ii->ino, (unsigned long long)index);
+    struct page *page;
+    uint64_t key = (uint64_t)ii->ino << 32 | index;
+    pcache_discard(fs->cache, PAGE_DATA, key);
+    err = pcache_get(fs->cache, PAGE_DATA, key, addr, &page);
+    if (err)
+        return err;
+    pcache_mark_dirty(fs->cache, page);
+    pcache_put(fs->cache, page);
+    return 0;
+}
+
+/* The attributes and direct pointers of a fsync'ed inode block. */
+static int replay_inode(struct f2fuse *fs, const struct f2fs_node *node, uint32_t ino)
+{
+    struct page *ipage;
+    struct inode_info ii;
+    int err = inode_get(fs, ino, &ipage, &ii);
+    if (err)
+        return err;
+    const struct f2fs_inode *from = &node->i;
+    struct f2fs_inode *to = &page_node(ipage)->i;
+    uint64_t size = le64(from->i_size);
+    if (size < ii.size)
+        err = data_truncate(fs, &ii, ipage, size);
+    if (!err) {
+        to->i_mode = from->i_mode;
+        to->i_uid = from->i_uid;
+        to->i_gid = from->i_gid;
+        to->i_advise = from->i_advise;
+        to->i_flags = from->i_flags;
+        to->i_atime = from->i_atime;
+        to->i_mtime = from->i_mtime;
+        to->i_ctime = from->i_ctime;
+        to->i_atime_nsec = from->i_atime_nsec;
+        to->i_mtime_nsec = from->i_mtime_nsec;
+        to->i_ctime_nsec = from->i_ctime_nsec;
+        to->i_size = from->i_size;
+        ii.size = size;
+        pcache_mark_dirty(fs->cache, ipage);
+    }
+    if (!err && (from->i_inline & F2FS_INLINE_DATA)) {
+        /* Still inline: the data lives in the inode block itself. */
+        if (ii.inline_flags & F2FS_INLINE_DATA) {
+            memcpy((uint8_t *)ipage->data + inline_data_offset(&ii),
+                   (const uint8_t *)node + inline_data_offset(&ii), inline_data_size(&ii));
+            to->i_inline = (uint8_t)((to->i_inline & ~F2FS_DATA_EXIST) |
+                                     (from->i_inline & F2FS_DATA_EXIST));
+        }
+    } else if (!err) {
+        if (ii.inline_flags & F2FS_INLINE_DATA)
+            err = data_convert_inline(fs, &ii, ipage);
+        for (uint32_t i = 0; i < ii.addrs_per_inode && !err; i++) {
+            uint32_t addr = le32(from->i_addr[ii.extra_isize / 4 + i]);
+            if (addr || (uint64_t)i * F2FS_BLKSIZE < ii.size)
+                err = replay_pointer(fs, &ii, ipage, i, addr);
+        }
+    }
+    pcache_put(fs->cache, ipage);
+    return err;
+}
+
+static int replay_dnode(struct f2fuse *fs, const struct f2fs_node *node, uint32_t ino, uint32_t ofs)
+{
+    struct page *ipage;
+    struct inode_info ii;
+    int err = inode_get(fs, ino, &ipage, &ii);
+    if (err)
+        return err;
+    uint64_t first = dnode_first_block(ii.addrs_per_inode, ofs);
+    for (uint32_t k = 0; first != UINT64_MAX && k < ADDRS_PER_BLOCK && !err; k++) {
+        uint32_t addr = le32(node->addr[k]);
+        if (addr || (first + k) * F2FS_BLKSIZE < ii.size)
+            err = replay_pointer(fs, &ii, ipage, first + k, addr);
+    }
+    pcache_put(fs->cache, ipage);
+    return err;
+}
+
+/* Keeps every block the chain or its data pointers name out of allocation. */
+static void hold_chain(struct f2fuse *fs, const struct chain *c, struct f2fs_node *buf)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        seg_hold(fs->seg, c->nodes[i].blkaddr);
+        if (blk_read(fs->dev, (uint64_t)c->nodes[i].blkaddr * F2FS_BLKSIZE, buf, F2FS_BLKSIZE))
+            continue;
+        const uint32_t *addrs = (const uint32_t *)((const uint8_t *)buf +
+                                                   (c->nodes[i].ofs == 0
+                                                        ? offsetof(struct f2fs_inode, i_addr)
+                                                        : 0));
+        size_t count = c->nodes[i].ofs == 0 ? DEF_ADDRS_PER_INODE : ADDRS_PER_BLOCK;
+        for (size_t k = 0; k < count; k++) {
+            uint32_t a = le32(addrs[k]);
+            if (blkaddr_in_main(fs, a))
+                seg_hold(fs->seg, a);
+        }
+    }
+}
+
+int recovery_run(struct f2fuse *fs)
+{
+    struct f2fs_node *buf = blk_alloc_buf(F2FS_BLKSIZE);
+    struct chain c = {0};
+    int err = buf ? chain_read(fs, buf, &c) : -ENOMEM;
+    /* The last fsync-marked node of each inode bounds what is replayed of it: walking the
+     * chain backwards, remember per inode the first mark met. */
+    size_t *last = err ? NULL : calloc(c.n + 1, sizeof(*last));
+    size_t slots = 16;
+    while (slots < 2 * c.n)
+        slots <<= 1;
+    struct mark { uint32_t ino; size_t at; } *marks = err ? NULL : calloc(slots, sizeof(*marks));
+    if (!err && (!last || !marks))
+        err = -ENOMEM;
+    size_t marked = 0;
+    for (size_t i = c.n; !err && i-- > 0;) {
+        uint32_t ino = c.nodes[i].ino;
+        size_t h = (ino * 0x9E3779B1u) & (slots - 1);
+        while (marks[h].ino && marks[h].ino != ino)
+            h = (h + 1) & (slots - 1);
+        if (c.nodes[i].fsync && !marks[h].ino) {
+            marks[h] = (struct mark){ino, i};
+            marked++;
+        }
+        last[i] = marks[h].ino ? marks[h].at : SIZE_MAX;
+    }
+    if (err || marked == 0)
+        goto out;
+
+    log_info("roll-forward recovery: %zu node(s) written by fsync after the last checkpoint",
+             c.n);
+    hold_chain(fs, &c, buf);
+    err = seg_new_segments(fs->seg);
+    uint32_t replayed_ino = 0;
+    for (size_t i = 0; !err && i < c.n; i++) {
+        if (last[i] == SIZE_MAX)
+            continue; /* not (or no longer) part of an fsync */
+        struct f2fs_nat_entry ne;
+        err = nat_get(fs->nat, c.nodes[i].ino, &ne);
+        if (!err && le32(ne.block_addr) == NULL_ADDR) {
+            /* The fast path never fsyncs a file the checkpoint lacks: someone else did. */
+            log_err("recovery: inode %u was fsync'ed but is not in the checkpoint; f2fuse "
+                    "cannot replay its name (mount the image with the kernel first)",
+                    c.nodes[i].ino);
+            err = -EOPNOTSUPP;
+            break;
+        }
+        if (!err)
+            err = blk_read(fs->dev, (uint64_t)c.nodes[i].blkaddr * F2FS_BLKSIZE, buf,
+                           F2FS_BLKSIZE);
+        if (err)
+            break;
+        if (c.nodes[i].ofs == 0)
+            err = replay_inode(fs, buf, c.nodes[i].ino);
+        else
+            err = replay_dnode(fs, buf, c.nodes[i].ino, c.nodes[i].ofs);
+        if (c.nodes[i].ino != replayed_ino) {
+            replayed_ino = c.nodes[i].ino;
+            atomic_fetch_add(&fs->recovered_inodes, 1);
+        }
+    }
+    if (!err)
+        err = checkpoint_write(fs, false, NULL, 0);
+    seg_release_holds(fs->seg);
+    if (err)
+        log_err("roll-forward recovery failed: %s", strerror(-err));
+out:
+    free(marks);
+    free(last);
+    free(c.nodes);
+    free(buf);
+    return err;
+}
