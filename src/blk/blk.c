@@ -58,12 +58,20 @@ static void inflight_dec(struct blk_dev *dev)
     }
 }
 
+static void pc_write_done(struct blk_dev *dev, struct blk_req *req);
+static void pc_flush_done(struct blk_dev *dev, struct blk_req *req);
+
 /* Completes one of the caller's requests.  The counters are final before done() runs, so
  * a caller woken by done() reads them exact.  blk_close may then proceed, but it cannot free
  * the device under a running done(): uring's fini joins the completion thread, and psync
  * runs done() inside the caller's own blk_submit. */
 static void finish_user(struct blk_dev *dev, struct blk_req *req)
 {
+    /* before done(): the caller must not see a flush complete before it counts */
+    if (req->flags & BLK_REQF_PC_WRITE)
+        pc_write_done(dev, req);
+    else if (req->flags & BLK_REQF_PC_FLUSH)
+        pc_flush_done(dev, req);
     enum blk_op op = req->op;
     int64_t result = req->result;
     atomic_fetch_add(&dev->stats.ops[op], 1);
@@ -102,6 +110,11 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
     emit(sink, "blk.short_resubmits", atomic_load(&dev->stats.short_resubmits));
     emit(sink, "blk.ioprio_rejected", atomic_load(&dev->stats.ioprio_rejected));
     emit(sink, "blk.direct", dev->direct ? 1 : 0);
+    emit(sink, "blk.powercut.armed", dev->pc.armed ? 1 : 0);
+    emit(sink, "blk.powercut.cut", blk_powercut_happened(dev) ? 1 : 0);
+    emit(sink, "blk.powercut.dropped_writes", atomic_load(&dev->pc.dropped));
+    emit(sink, "blk.powercut.reverted_blocks", atomic_load(&dev->pc.reverted_blocks));
+    emit(sink, "blk.powercut.undo_bytes", atomic_load(&dev->pc.undo_bytes));
 }
 
 /* ---- fault injection --------------------------------------------------------------- */
@@ -125,6 +138,294 @@ static int take_fault(struct blk_dev *dev, enum blk_op op)
             return left == 1 ? -atomic_load(&f->err) : 0;
     }
     return 0;
+}
+
+/* ---- power-cut emulation ----------------------------------------------------------- */
+
+/* The old contents of the blocks one not-yet-durable write touches. */
+struct blk_undo {
+    struct blk_undo *prev, *next; /* log order: the order writes were handed to the device */
+    uint64_t off, len;            /* block-aligned start; len stops at the end of the device */
+    bool completed;
+    uint64_t completed_seq; /* pc.completed counting this write's completion */
+    uint8_t *old;
+};
+
+static void pc_init(struct blk_dev *dev, const struct blk_options *opts)
+{
+    struct blk_powercut *pc = &dev->pc;
+    pthread_mutex_init(&pc->lock, NULL);
+    /* a read-only device has nothing to lose */
+    pc->armed = opts->powercut_after != 0 && !opts->read_only;
+    pc->after = opts->powercut_after;
+    pc->torn = opts->powercut_torn;
+    pc->rng = opts->powercut_seed;
+}
+
+/* splitmix64: any seed, 0 included, gives a full-quality stream */
+static uint64_t pc_random(struct blk_powercut *pc)
+{
+    uint64_t z = (pc->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Moves a whole range with plain pread/pwrite on the device's descriptor: the undo log
+ * must not go through the request machinery it is watching.  0 or -errno. */
+static int pc_io(struct blk_dev *dev, bool write, uint8_t *buf, uint64_t off, uint64_t len)
+{
+    uint64_t done = 0;
+    while (done < len) {
+        uint64_t want = len - done > BLK_MAX_XFER ? BLK_MAX_XFER : len - done;
+        ssize_t r = write ? pwrite(dev->fd, buf + done, want, (off_t)(off + done))
+                          : pread(dev->fd, buf + done, want, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -EIO;
+        done += (uint64_t)r;
+    }
+    return 0;
+}
+
+static void pc_log_drop_locked(struct blk_powercut *pc, struct blk_undo *u)
+{
+    if (u->prev)
+        u->prev->next = u->next;
+    else
+        pc->log_head = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    else
+        pc->log_tail = u->prev;
+    atomic_fetch_sub(&pc->undo_bytes, u->len);
+    free(u->old);
+    free(u);
+}
+
+/* Saves what the blocks under [off, off + len) hold now, as the newest log entry.  Runs
+ * right before the write goes to the backend, so a block written twice is logged in the
+ * order the device saw the writes. */
+static int pc_capture_locked(struct blk_dev *dev, struct blk_req *req, uint64_t off,
+                             uint64_t len)
+{
+    struct blk_powercut *pc = &dev->pc;
+    uint64_t start = align_down(off), end = align_up(off + len);
+    if (end > dev->size)
+        end = dev->size; /* psync accepts a size that is not a multiple of 4096 */
+    struct blk_undo *u = calloc(1, sizeof(*u));
+    uint8_t *old = u ? blk_alloc_buf(end - start) : NULL;
+    if (!old) {
+        free(u);
+        return -ENOMEM;
+    }
+    int ret = pc_io(dev, false, old, start, end - start);
+    if (ret < 0) {
+        free(old);
+        free(u);
+        return ret;
+    }
+    u->off = start;
+    u->len = end - start;
+    u->old = old;
+    u->prev = pc->log_tail;
+    if (pc->log_tail)
+        pc->log_tail->next = u;
+    else
+        pc->log_head = u;
+    pc->log_tail = u;
+    atomic_fetch_add(&pc->undo_bytes, u->len);
+    req->undo = u;
+    return 0;
+}
+
+static int pc_capture(struct blk_dev *dev, struct blk_req *req, uint64_t off, uint64_t len)
+{
+    pthread_mutex_lock(&dev->pc.lock);
+    int ret = pc_capture_locked(dev, req, off, len);
+    pthread_mutex_unlock(&dev->pc.lock);
+    return ret;
+}
+
+static void pc_write_back(struct blk_dev *dev, struct blk_undo *u, uint64_t first,
+                          uint64_t count)
+{
+    uint64_t from = first * BLK_ALIGN, to = (first + count) * BLK_ALIGN;
+    if (to > u->len)
+        to = u->len;
+    int ret = pc_io(dev, true, u->old + from, u->off + from, to - from);
+    if (ret < 0)
+        log_err("power cut: undoing %llu bytes at %llu: %s", (unsigned long long)(to - from),
+                (unsigned long long)(u->off + from), strerror(-ret));
+    else
+        atomic_fetch_add(&dev->pc.reverted_blocks, count);
+}
+
+/* The cut proper, with no pre-cut write in flight: replays the log newest first, so a
+ * block written several times ends as it was before the oldest non-durable write.  Torn:
+ * each block of each entry is reverted or kept by a coin flip, drawn in log order from
+ * the newest entry, so a seed always tears the same way. */
+static void pc_cut_locked(struct blk_dev *dev)
+{
+    struct blk_powercut *pc = &dev->pc;
+    while (pc->log_tail) {
+        struct blk_undo *u = pc->log_tail;
+        uint64_t blocks = (u->len + BLK_ALIGN - 1) / BLK_ALIGN, run = 0;
+        for (uint64_t i = 0; i < blocks; i++) {
+            bool revert = !pc->torn || (pc_random(pc) >> 63);
+            if (revert)
+                run++;
+            if (run && (!revert || i + 1 == blocks)) {
+                uint64_t end = revert ? i + 1 : i;
+                pc_write_back(dev, u, end - run, run);
+                run = 0;
+            }
+        }
+        pc_log_drop_locked(pc, u);
+    }
+    atomic_store(&pc->state, BLK_PC_DONE);
+    log_info("power cut emulated at write %llu: %llu block(s) undone",
+             (unsigned long long)pc->after, (unsigned long long)atomic_load(&pc->reverted_blocks));
+}
+
+/* What a write, flush or discard gets after the cut: success, with no I/O. */
+static int64_t pc_dropped_result(const struct blk_req *req)
+{
+    return req->op == BLK_FLUSH ? 0 : (int64_t)req->len;
+}
+
+static void preset(struct blk_req *req, int64_t result)
+{
+    req->flags |= BLK_REQF_PRESET;
+    req->preset_result = result;
+}
+
+enum pc_verdict { PC_RUN, PC_PRESET, PC_PARKED };
+
+static bool needs_rmw(const struct blk_dev *dev, const struct blk_req *req);
+static int64_t admission(struct blk_dev *dev, const struct blk_req *req);
+
+/* Admission of a write, flush or discard in power-cut mode: counts writes, makes the cut,
+ * logs the old contents under pre-cut writes and notes what pre-cut flushes cover.  All
+ * under one lock, so no write can slip between its count and its log entry. */
+static enum pc_verdict pc_admission(struct blk_dev *dev, struct blk_req *req)
+{
+    struct blk_powercut *pc = &dev->pc;
+    pthread_mutex_lock(&pc->lock);
+    int state = atomic_load(&pc->state);
+    if (req->op == BLK_WRITE) {
+        uint64_t n = atomic_fetch_add(&pc->writes, 1) + 1;
+        if (state == BLK_PC_ARMED && n == pc->after)
+            atomic_store(&pc->state, state = BLK_PC_CUTTING);
+        if (state != BLK_PC_ARMED)
+            atomic_fetch_add(&pc->dropped, 1);
+    }
+    enum pc_verdict v = PC_PRESET;
+    if (state == BLK_PC_ARMED) {
+        int64_t verdict = admission(dev, req);
+        if (verdict == 1 && req->op == BLK_WRITE) {
+            /* a read-modify-write logs once its edges are read, right before its write */
+            int ret = needs_rmw(dev, req) ? 0 : pc_capture_locked(dev, req, req->off, req->len);
+            if (ret < 0) {
+                verdict = ret;
+            } else {
+                req->flags |= BLK_REQF_PC_WRITE;
+                pc->writes_pending++;
+            }
+        } else if (verdict == 1 && req->op == BLK_FLUSH) {
+            req->flags |= BLK_REQF_PC_FLUSH;
+            req->flush_cover = pc->completed;
+        }
+        if (verdict == 1)
+            v = PC_RUN;
+        else
+            preset(req, verdict);
+    } else if (state == BLK_PC_CUTTING && pc->writes_pending) {
+        /* finished after the undo, so whoever waits for it sees the final device */
+        req->next = NULL;
+        if (pc->parked_tail)
+            pc->parked_tail->next = req;
+        else
+            pc->parked_head = req;
+        pc->parked_tail = req;
+        v = PC_PARKED;
+    } else {
+        if (state == BLK_PC_CUTTING)
+            pc_cut_locked(dev); /* nothing in flight: nobody parked either */
+        preset(req, pc_dropped_result(req));
+    }
+    pthread_mutex_unlock(&pc->lock);
+    return v;
+}
+
+/* A pre-cut write completed: it now counts for later flushes, and when it is the last one
+ * the cut was waiting for, the cut runs here (on whichever thread completes it: the uring
+ * completion thread cannot wait for in-flight writes, so nobody waits). */
+static void pc_write_done(struct blk_dev *dev, struct blk_req *req)
+{
+    struct blk_powercut *pc = &dev->pc;
+    struct blk_req *parked = NULL;
+    pthread_mutex_lock(&pc->lock);
+    pc->completed++;
+    if (req->undo) {
+        req->undo->completed = true;
+        req->undo->completed_seq = pc->completed;
+        req->undo = NULL;
+    }
+    if (--pc->writes_pending == 0 && atomic_load(&pc->state) == BLK_PC_CUTTING) {
+        pc_cut_locked(dev);
+        parked = pc->parked_head;
+        pc->parked_head = pc->parked_tail = NULL;
+    }
+    pthread_mutex_unlock(&pc->lock);
+    while (parked) {
+        struct blk_req *r = parked;
+        parked = r->next; /* done() may reuse r */
+        r->next = NULL;
+        r->result = pc_dropped_result(r);
+        finish_user(dev, r);
+    }
+}
+
+/* A pre-cut flush completed: the writes that had completed when it was submitted are
+ * durable, their old contents no longer needed.  After the cut power is gone, so a flush
+ * completing then makes nothing durable. */
+static void pc_flush_done(struct blk_dev *dev, struct blk_req *req)
+{
+    struct blk_powercut *pc = &dev->pc;
+    if (req->result < 0)
+        return;
+    pthread_mutex_lock(&pc->lock);
+    if (atomic_load(&pc->state) == BLK_PC_ARMED) {
+        struct blk_undo *u = pc->log_head;
+        while (u) {
+            struct blk_undo *next = u->next;
+            if (u->completed && u->completed_seq <= req->flush_cover)
+                pc_log_drop_locked(pc, u);
+            u = next;
+        }
+    }
+    pthread_mutex_unlock(&pc->lock);
+}
+
+static void pc_fini(struct blk_dev *dev)
+{
+    while (dev->pc.log_head)
+        pc_log_drop_locked(&dev->pc, dev->pc.log_head);
+    pthread_mutex_destroy(&dev->pc.lock);
+}
+
+bool blk_powercut_happened(const struct blk_dev *dev)
+{
+    return atomic_load(&dev->pc.state) == BLK_PC_DONE;
+}
+
+uint64_t blk_write_count(const struct blk_dev *dev)
+{
+    return atomic_load(&dev->pc.writes);
 }
 
 /* ---- bounce path ------------------------------------------------------------------- */
@@ -261,6 +562,13 @@ static void rmw_edge_read_done(struct blk_req *io)
         return;
     }
     struct blk_req *user = b->user;
+    if (user->flags & BLK_REQF_PC_WRITE) {
+        int ret = pc_capture(b->dev, user, user->off, user->len);
+        if (ret < 0) {
+            rmw_finish(b, ret);
+            return;
+        }
+    }
     memcpy(b->buf + (user->off - b->aoff), user->buf, user->len);
     struct blk_req *w = bounce_io(b, 0, BLK_WRITE, b->aoff, b->alen, rmw_write_done);
     int ret = b->dev->ops->submit(b->dev, &w, 1);
@@ -350,6 +658,13 @@ static int64_t admission(struct blk_dev *dev, const struct blk_req *req)
     return req->off + req->len > dev->size ? -EIO : 1;
 }
 
+/* Unaligned offset or length on O_DIRECT: the bounce path's read-modify-write. */
+static bool needs_rmw(const struct blk_dev *dev, const struct blk_req *req)
+{
+    return dev->direct && req->op == BLK_WRITE &&
+           !(is_aligned(req->off) && is_aligned(req->len));
+}
+
 static struct blk_req *prepare(struct blk_dev *dev, struct blk_req *req)
 {
     req->result = 0;
@@ -357,12 +672,23 @@ static struct blk_req *prepare(struct blk_dev *dev, struct blk_req *req)
     req->bounce = NULL;
     req->next = NULL;
     req->flags = 0;
+    req->undo = NULL;
+    req->flush_cover = 0;
     inflight_inc(dev);
-    int64_t verdict = admission(dev, req);
-    if (verdict != 1) {
-        req->flags |= BLK_REQF_PRESET;
-        req->preset_result = verdict;
-        return req;
+    if (dev->pc.armed && req->op != BLK_READ) {
+        enum pc_verdict v = pc_admission(dev, req);
+        if (v == PC_PARKED)
+            return NULL;
+        if (v == PC_PRESET)
+            return req;
+    } else {
+        if (req->op == BLK_WRITE)
+            atomic_fetch_add(&dev->pc.writes, 1);
+        int64_t verdict = admission(dev, req);
+        if (verdict != 1) {
+            preset(req, verdict);
+            return req;
+        }
     }
     if (dev->direct && (req->op == BLK_READ || req->op == BLK_WRITE) &&
         !(is_aligned(req->off) && is_aligned(req->len) && is_aligned((uintptr_t)req->buf)))
@@ -564,6 +890,7 @@ static void dev_free(struct blk_dev *dev)
     pthread_mutex_destroy(&dev->idle_lock);
     pthread_cond_destroy(&dev->idle_cond);
     pthread_mutex_destroy(&dev->rmw_lock);
+    pc_fini(dev);
     free(dev);
 }
 
@@ -590,6 +917,7 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
     pthread_mutex_init(&dev->idle_lock, NULL);
     pthread_cond_init(&dev->idle_cond, NULL);
     pthread_mutex_init(&dev->rmw_lock, NULL);
+    pc_init(dev, opts);
 
     int mode = (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
     const char *why_buffered = NULL;

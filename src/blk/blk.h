@@ -27,6 +27,7 @@ enum blk_op { BLK_READ, BLK_WRITE, BLK_FLUSH, BLK_DISCARD, BLK_OP_COUNT };
 enum blk_prio { BLK_PRIO_NORMAL, BLK_PRIO_HIGH, BLK_PRIO_LOW };
 
 struct blk_req;
+struct blk_undo;
 typedef void (*blk_done_fn)(struct blk_req *req);
 
 struct blk_req {
@@ -44,6 +45,8 @@ struct blk_req {
     struct blk_req *next;
     unsigned flags;        /* BLK_REQF_* (blk_internal.h) */
     int64_t preset_result; /* with BLK_REQF_PRESET: completes with this, no I/O */
+    struct blk_undo *undo; /* power-cut mode: a write's undo-log entry */
+    uint64_t flush_cover;  /* power-cut mode: a flush makes writes completed up to here durable */
 };
 
 struct blk_dev;
@@ -62,6 +65,18 @@ struct blk_options {
     const char *backend;  /* "uring" (default) or "psync" */
     unsigned queue_depth; /* io_uring entries; 0 = 64 */
     bool read_only;
+    /* Power-cut emulation for crash-consistency tests (littlefs-style): the power fails as
+     * the powercut_after-th write request (1-based, every caller write counts) is submitted.
+     * 0 = off; ignored when read_only.  A write is durable once a flush submitted after the
+     * write completed has itself completed.  At the cut every write not yet durable is
+     * undone (its blocks get back what they held before it), that write and all later ones
+     * are dropped; afterwards writes, discards and flushes succeed without touching the
+     * device and reads still see it.  With powercut_torn each 4 KiB block of each
+     * non-durable write is instead kept or reverted at random (a device that persisted part
+     * of its volatile cache), from a PRNG seeded with powercut_seed. */
+    uint64_t powercut_after;
+    bool powercut_torn;
+    uint64_t powercut_seed;
 };
 
 /* Opens path (image file or block device).  With backend "uring" the device is opened
@@ -96,8 +111,19 @@ void *blk_alloc_buf(size_t len);
  * completes with -err instead of running.  n = 0 clears it. */
 void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err);
 
+/* Power-cut mode: true once the cut has been carried out, i.e. the device holds its final
+ * post-power-failure content (the undo runs after the writes in flight at the cut have
+ * landed, so this can lag the cutting write's submission a little). */
+bool blk_powercut_happened(const struct blk_dev *dev);
+
+/* Caller write requests submitted so far (counted with or without power-cut mode), so a
+ * test can learn how many cut points a workload has. */
+uint64_t blk_write_count(const struct blk_dev *dev);
+
 /* Counters, names "blk.*": per op kind ops/bytes/errors, merged requests, in flight,
- * max in flight, bounced (unaligned) requests. */
+ * max in flight, bounced (unaligned) requests; "blk.powercut.*": armed, cut (0/1),
+ * dropped_writes, reverted_blocks (4 KiB blocks written back at the cut), undo_bytes
+ * (old contents held for not-yet-durable writes). */
 void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink);
 
 #endif

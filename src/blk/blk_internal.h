@@ -20,6 +20,8 @@ enum {
     BLK_REQF_INTERNAL = 1u << 1,  /* made by the bounce path: not counted, done() is ours */
     BLK_REQF_PRIO_SENT = 1u << 2, /* uring: the SQE carried an ioprio */
     BLK_REQF_NO_MERGE = 1u << 3,  /* uring: resubmission, run it on its own */
+    BLK_REQF_PC_WRITE = 1u << 4,  /* power-cut mode: a pre-cut write the cut must wait for */
+    BLK_REQF_PC_FLUSH = 1u << 5,  /* power-cut mode: a pre-cut flush (flush_cover is set) */
 };
 
 struct blk_counters {
@@ -41,6 +43,31 @@ struct blk_fault {
 };
 
 struct blk_bounce;
+
+enum blk_pc_state {
+    BLK_PC_ARMED,   /* before the cut (or power-cut mode off) */
+    BLK_PC_CUTTING, /* cut: waiting for the writes in flight to land before undoing */
+    BLK_PC_DONE,    /* undone: the device holds its post-power-failure content */
+};
+
+/* Power-cut emulation (blk_options.powercut_*).  The undo log lists the old contents of
+ * every write not yet durable, oldest first; the cut replays it backwards. */
+struct blk_powercut {
+    bool armed; /* fixed at open */
+    bool torn;
+    uint64_t after;
+    atomic_uint_fast64_t writes; /* caller write requests submitted, armed or not */
+    atomic_int state;            /* enum blk_pc_state; written under lock */
+    atomic_uint_fast64_t dropped;
+    atomic_uint_fast64_t reverted_blocks;
+    atomic_uint_fast64_t undo_bytes;
+    pthread_mutex_t lock; /* everything below */
+    uint64_t rng;
+    uint64_t completed;      /* write completions so far: a flush covers those before it */
+    uint64_t writes_pending; /* pre-cut writes not yet completed: the cut waits for them */
+    struct blk_undo *log_head, *log_tail;
+    struct blk_req *parked_head, *parked_tail; /* arrived while cutting, finish after undo */
+};
 
 struct blk_dev {
     int fd;
@@ -69,6 +96,8 @@ struct blk_dev {
     pthread_mutex_t rmw_lock;
     struct blk_bounce *rmw_active;
     struct blk_bounce *rmw_head, *rmw_tail; /* waiting behind rmw_active */
+
+    struct blk_powercut pc;
 };
 
 extern const struct blk_backend_ops blk_uring_ops;

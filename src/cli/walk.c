@@ -185,6 +185,12 @@ static void walk_entry(struct walk *w, const char *path, uint32_t ino)
     walk_xattrs(w, path, ino);
 }
 
+static void count_corrupt(void *arg, const char *name, uint64_t value)
+{
+    if (strcmp(name, "fs.corrupt_hits") == 0)
+        *(uint64_t *)arg = value;
+}
+
 int walk_main(int argc, char **argv)
 {
     struct f2fuse_options opts;
@@ -217,6 +223,14 @@ int walk_main(int argc, char **argv)
         return 1;
     }
     walk_entry(&w, "/", f2fuse_root_ino(w.fs));
+    /* Damage the library stepped over (a bad directory entry) is a problem too. */
+    uint64_t corrupt = 0;
+    f2fuse_stats(w.fs, count_corrupt, &corrupt);
+    if (corrupt) {
+        fprintf(stderr, "f2fuse: error: %llu damaged structure(s) met and skipped\n",
+                (unsigned long long)corrupt);
+        w.errors += (unsigned)corrupt;
+    }
     free(w.buf);
     free(w.seen_dirs);
     f2fuse_close(w.fs);

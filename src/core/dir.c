@@ -49,7 +49,9 @@ static uint32_t slots_for(uint32_t name_len)
     return (name_len + F2FS_SLOT_LEN - 1) / F2FS_SLOT_LEN;
 }
 
-/* Checks the used entry at pos; returns the number of slots it takes or -EIO. */
+/* Checks the used entry at pos; returns the number of slots it takes or -EIO.  Callers
+ * skip a damaged slot and go on, as the kernel does: one bad entry must not hide the rest
+ * of the directory. */
 static int entry_check(struct f2fuse *fs, const struct inode_info *dir,
                        const struct dentry_view *v, uint32_t pos)
 {
@@ -71,8 +73,10 @@ static int view_find(struct f2fuse *fs, const struct inode_info *dir, const stru
             continue;
         }
         int slots = entry_check(fs, dir, v, pos);
-        if (slots < 0)
-            return slots;
+        if (slots < 0) {
+            pos++;
+            continue;
+        }
         const struct f2fs_dir_entry *de = &v->dentry[pos];
         if (le32(de->hash_code) == hash && le16(de->name_len) == len &&
             memcmp(v->filename[pos], name, len) == 0) {
@@ -242,14 +246,19 @@ static int view_iterate(struct f2fuse *fs, const struct inode_info *dir,
             pos++;
             continue;
         }
+        /* As the kernel's f2fs_fill_dentries: an empty name is skipped, a name running
+         * past the block fails the listing; a bad inode number is listed (its lookup
+         * fails), so that the rest stays reachable. */
+        if (v->dentry[pos].name_len == 0) {
+            fs_corrupt(fs, "directory %u: entry at slot %u has an empty name", dir->ino, pos);
+            pos++;
+            continue;
+        }
         int slots = entry_check(fs, dir, v, pos);
         if (slots < 0)
             return slots;
         const struct f2fs_dir_entry *de = &v->dentry[pos];
         uint32_t ino = le32(de->ino);
-        if (!nid_valid(fs, ino))
-            return fs_corrupt(fs, "directory %u: entry at slot %u points to invalid inode %u",
-                              dir->ino, pos, ino);
         pos += (uint32_t)slots;
         if (fn(arg, (const char *)v->filename[pos - (uint32_t)slots], le16(de->name_len), ino,
                dtype_of(de->file_type), cookie_base + pos))
@@ -515,18 +524,31 @@ int dir_init(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, uint
     return 0;
 }
 
-static int count_entry(void *arg, const char *name, size_t len, uint32_t ino, unsigned type,
-                       uint64_t next)
-{
-    bool dots = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
-    if (dots)
-        return 0;
-    *(bool *)arg = false;
-    return 1;
-}
-
+/* Empty = no slot in use but "." and ".." (slots 0 and 1 of the first block), judged
+ * from the bitmaps alone as f2fs_empty_dir does, so damaged entries still count. */
 int dir_is_empty(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage, bool *empty)
 {
     *empty = true;
-    return dir_iterate(fs, dir, dpage, 0, count_entry, empty);
+    struct dentry_view v;
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        view_inline(&v, dir, dpage->data);
+        for (uint32_t pos = 2; pos < v.slots && *empty; pos++)
+            *empty = !slot_used(&v, pos);
+        return 0;
+    }
+    for (uint64_t b = 0; b < dir_blocks(dir) && *empty; b++) {
+        struct page *page;
+        int err = dir_block_get(fs, dir, dpage, b, &page);
+        if (err)
+            return err;
+        if (!page) {
+            b = data_next_candidate(fs, dir, b) - 1;
+            continue;
+        }
+        view_block(&v, page->data);
+        for (uint32_t pos = b == 0 ? 2 : 0; pos < v.slots && *empty; pos++)
+            *empty = !slot_used(&v, pos);
+        pcache_put(fs->cache, page);
+    }
+    return 0;
 }

@@ -153,6 +153,25 @@ static const char *rw_refusal(struct f2fuse *fs)
 
 static void *checkpoint_thread(void *arg);
 
+/* A mount without a readable root directory is no mount at all. */
+static int root_check(struct f2fuse *fs)
+{
+    struct page *page;
+    struct inode_info ii;
+    int err = inode_get(fs, fs->root_ino, &page, &ii);
+    if (err == -ENOENT)
+        err = fs_corrupt(fs, "the root inode %u is not in use", fs->root_ino);
+    if (!err) {
+        if (!S_ISDIR(ii.mode))
+            err = fs_corrupt(fs, "the root inode %u is not a directory (mode 0%o)",
+                             fs->root_ino, ii.mode);
+        pcache_put(fs->cache, page);
+    }
+    if (err)
+        log_err("cannot mount: the root directory is unreadable");
+    return err == -EIO ? -EUCLEAN : err;
+}
+
 /* Sets up the write side: segment and NAT managers, orphans left by a crash, and the
  * checkpoint thread. */
 static int open_rw(struct f2fuse *fs)
@@ -241,6 +260,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
         err = super_load(fs);
     if (!err)
         err = checkpoint_load(fs);
+    if (!err)
+        err = root_check(fs);
     if (!err && !opts->read_only)
         err = open_rw(fs);
     if (err) {
