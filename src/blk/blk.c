@@ -208,7 +208,8 @@ static void pc_log_drop_locked(struct blk_powercut *pc, struct blk_undo *u)
 
 /* Saves what the blocks under [off, off + len) hold now, as the newest log entry.  Runs
  * right before the write goes to the backend, so a block written twice is logged in the
- * order the device saw the writes. */
+ * order the device saw the writes (two overlapping writes in flight at once have no order
+ * on the device either; the log then follows the order of capture). */
 static int pc_capture_locked(struct blk_dev *dev, struct blk_req *req, uint64_t off,
                              uint64_t len)
 {
