@@ -29,7 +29,22 @@ struct f2fuse_options {
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
     bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
+    /* Tests only: emulate a power cut at the powercut_after-th device write (0 = never):
+     * that write, every later one, and every write not yet flushed are lost; with
+     * powercut_torn, unflushed writes are lost 4 KiB block by block (PRNG powercut_seed). */
+    uint64_t powercut_after;
+    bool powercut_torn;
+    uint64_t powercut_seed;
+    /* discard (see f2fuse_trim): */
+    bool discard;          /* online: what each checkpoint frees is discarded after it (default) */
+    unsigned discard_mode; /* F2FUSE_DISCARD_* (default parallel; the others are baselines) */
+    uint64_t discard_max;  /* largest single discard request in bytes (default 64 MiB) */
+    unsigned discard_qd;   /* discard requests in flight in parallel mode (default 32) */
 };
+
+#define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */
+#define F2FUSE_DISCARD_SERIAL 1u   /* merged ranges, one at a time */
+#define F2FUSE_DISCARD_PARALLEL 2u /* merged ranges, discard_qd at a time */
 
 void f2fuse_options_init(struct f2fuse_options *opts);
 
@@ -145,6 +160,21 @@ int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name);
  * writing its data and nodes for roll-forward recovery (no checkpoint); else a checkpoint. */
 int f2fuse_sync(struct f2fuse *fs);
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync);
+/* The same on behalf of a caller with Linux I/O priority ioprio (ioprio_get(2); 0 = none):
+ * without checkpoint_merge the checkpoint's I/O runs at that priority, as the kernel's
+ * does in the caller's context; with it, the merging daemon's I/O is high priority. */
+int f2fuse_sync_ioprio(struct f2fuse *fs, int ioprio);
+int f2fuse_fsync_ioprio(struct f2fuse *fs, uint32_t ino, bool datasync, int ioprio);
+
+/* Discards the free space of the main area inside [start, start + len) (bytes on the device,
+ * FITRIM's fstrim_range): a checkpoint first, so that what was freed is committed, then every
+ * free extent of at least minlen bytes that is not known to be discarded already (punched
+ * holes in an image file, BLKDISCARD on a block device).  *trimmed gets the bytes discarded
+ * by this call, so a second call with nothing freed in between reports 0.  -EINVAL when
+ * start is past the device or len is under one block, -EROFS on a read-only mount,
+ * -EOPNOTSUPP when the device cannot discard. */
+int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
+                uint64_t *trimmed);
 
 /* Reports every counter of the mount (block layer, cache, file system), one call each. */
 typedef void (*f2fuse_stat_fn)(void *arg, const char *name, uint64_t value);

@@ -26,6 +26,17 @@ enum blk_op { BLK_READ, BLK_WRITE, BLK_FLUSH, BLK_DISCARD, BLK_OP_COUNT };
  * go behind it (mapped to io_uring's ioprio field). */
 enum blk_prio { BLK_PRIO_NORMAL, BLK_PRIO_HIGH, BLK_PRIO_LOW };
 
+/* The class of a Linux I/O priority value (ioprio_get(2)): real-time → HIGH, idle → LOW,
+ * best-effort or none → NORMAL. */
+static inline enum blk_prio blk_prio_of_ioprio(int ioprio)
+{
+    switch (ioprio >> 13) {
+    case 1: return BLK_PRIO_HIGH;
+    case 3: return BLK_PRIO_LOW;
+    default: return BLK_PRIO_NORMAL;
+    }
+}
+
 struct blk_req;
 struct blk_undo;
 typedef void (*blk_done_fn)(struct blk_req *req);

@@ -9,5 +9,6 @@ int cli_apply_options(struct f2fuse_options *opts, const char *list);
 
 int walk_main(int argc, char **argv);
 int stat_main(int argc, char **argv);
+int trim_main(int argc, char **argv); /* trim.c */
 
 #endif

@@ -51,7 +51,8 @@ static void usage(FILE *out)
     mount_usage(out);
     fprintf(out,
             "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
-            "       f2fuse stat MOUNTPOINT                 counters of a running mount\n");
+            "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
+            "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n");
 }
 
 int main(int argc, char **argv)
@@ -64,6 +65,8 @@ int main(int argc, char **argv)
         return walk_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "stat") == 0)
         return stat_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "trim") == 0)
+        return trim_main(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;

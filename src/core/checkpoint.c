@@ -235,10 +235,11 @@ struct orphan_block {
 } __attribute__((packed));
 static_assert(sizeof(struct orphan_block) == F2FS_BLKSIZE, "orphan block");
 
-/* Checkpoint I/O goes ahead of background work in the device's queue (seed 000). */
+/* Checkpoint I/O carries fs->io_prio: high for the merging daemon (seed 000: ahead of
+ * background work), the requester's own class when each requester checkpoints itself. */
 static int cp_write(struct f2fuse *fs, uint64_t off, const void *buf, size_t len)
 {
-    struct blk_req req = {.op = BLK_WRITE, .prio = BLK_PRIO_HIGH, .off = off, .len = len,
+    struct blk_req req = {.op = BLK_WRITE, .prio = fs->io_prio, .off = off, .len = len,
                           .buf = (void *)(uintptr_t)buf};
     struct blk_req *r = &req;
     return blk_submit_wait(fs->dev, &r, 1);
@@ -246,7 +247,7 @@ static int cp_write(struct f2fuse *fs, uint64_t off, const void *buf, size_t len
 
 static int cp_flush(struct f2fuse *fs)
 {
-    struct blk_req req = {.op = BLK_FLUSH, .prio = BLK_PRIO_HIGH};
+    struct blk_req req = {.op = BLK_FLUSH, .prio = fs->io_prio};
     struct blk_req *r = &req;
     return blk_submit_wait(fs->dev, &r, 1);
 }
@@ -322,6 +323,9 @@ int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, ui
     if (!err)
         err = cp_flush(fs);
     if (!err) {
+        /* The pack is durable: what it frees may be discarded (discard.c).  Before
+         * seg_checkpoint_done, which forgets what the last checkpoint held. */
+        discard_checkpoint(fs);
         seg_checkpoint_done(fs->seg);
         /* Everything is in this checkpoint now: every file may take the fsync fast path. */
         if (fs->fsync_needs_cp)

@@ -1,8 +1,10 @@
 /* One path for every checkpoint request (fsync, sync, the interval timer, memory and space
  * pressure), and the seed-000 mechanism on it: with checkpoint_merge, a daemon thread takes
  * every request pending when it starts and serves them all with one checkpoint; a request
- * that arrives during a checkpoint waits for the next one.  Without it, each requester
- * checkpoints in its own thread (the baseline).
+ * that arrives during a checkpoint waits for the next one, and the daemon's checkpoint I/O
+ * is high priority.  Without it, each requester checkpoints in its own thread with its own
+ * I/O priority (the baseline: a low-priority requester holds cp_lock through a slow
+ * checkpoint while everyone else waits).
  *
  * Counters: requests, checkpoints written, requests served per checkpoint (average, max),
  * and request wait (average, p99, max) from a log2 histogram of microseconds. */
@@ -27,12 +29,13 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Writes one checkpoint; the caller holds no lock. */
-static int checkpoint_run(struct f2fuse *fs)
+/* Writes one checkpoint with its I/O at prio; the caller holds no lock. */
+static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio)
 {
     uint32_t n;
     uint32_t *orphans = inode_orphans(fs, &n);
     pthread_rwlock_wrlock(&fs->cp_lock);
+    fs->io_prio = prio;
     int err = fs->write_error;
     if (!err)
         err = checkpoint_write(fs, false, orphans, orphans ? n : 0);
@@ -73,7 +76,7 @@ static void *merge_thread(void *arg)
         cc->head = cc->tail = NULL;
         pthread_mutex_unlock(&cc->lock);
 
-        int result = checkpoint_run(fs);
+        int result = checkpoint_run(fs, BLK_PRIO_HIGH);
 
         pthread_mutex_lock(&cc->lock);
         uint64_t served = 0, done_ns = now_ns();
@@ -94,14 +97,14 @@ static void *merge_thread(void *arg)
     return NULL;
 }
 
-int checkpoint_request(struct f2fuse *fs)
+int checkpoint_request(struct f2fuse *fs, enum blk_prio prio)
 {
     if (!fs->seg)
         return 0;
     struct cp_control *cc = &fs->cpc;
     if (!cc->running) {
         uint64_t start = now_ns();
-        int err = checkpoint_run(fs);
+        int err = checkpoint_run(fs, prio); /* the baseline: at the requester's priority */
         pthread_mutex_lock(&cc->lock);
         cc->requests++;
         cc->checkpoints++;

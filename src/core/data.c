@@ -331,25 +331,72 @@ static uint64_t data_key(uint32_t ino, uint64_t index)
     return (uint64_t)ino << 32 | index;
 }
 
+int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index,
+                  bool keep_old, struct page **out)
+{
+    uint64_t key = data_key(ii->ino, index);
+    struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
+    if (page) {
+        *out = page;
+        return 0;
+    }
+    struct dnode dn;
+    int err = dnode_get(fs, ii, ipage, index, true, &dn);
+    if (err)
+        return err;
+    uint32_t addr = le32(*dn.addr);
+    uint64_t from = PCACHE_NO_LOAD;
+    bool reserved = false;
+    if (addr == NULL_ADDR) {
+        *dn.addr = htole32(NEW_ADDR);
+        inode_add_blocks(ipage, 1);
+        reserved = true;
+    } else if (addr != NEW_ADDR && !blkaddr_in_main(fs, addr)) {
+        err = fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area",
+                         ii->ino, (unsigned long long)index, addr);
+    } else if (keep_old && addr != NEW_ADDR) {
+        from = addr;
+    }
+    if (!err)
+        err = pcache_get(fs->cache, PAGE_DATA, key, from, &page);
+    if (reserved) {
+        if (err) { /* no page will ever be written for it: give the reservation back */
+            *dn.addr = htole32(NULL_ADDR);
+            inode_add_blocks(ipage, -1);
+        } else {
+            pcache_mark_dirty(fs->cache, dn.page);
+            pcache_mark_dirty(fs->cache, ipage);
+        }
+    }
+    dnode_put(fs, ipage, &dn);
+    if (err)
+        return err;
+    *out = page;
+    return 0;
+}
+
 /* Moves inline data into block 0 (f2fs_convert_inline_inode). */
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {
     uint8_t *inline_area = (uint8_t *)ipage->data + inline_data_offset(ii);
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    bool has_data = ii->size && (ii->inline_flags & F2FS_DATA_EXIST);
+    ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
+    ii->inline_flags = ri->i_inline;
+    pcache_mark_dirty(fs->cache, ipage);
     /* Without data there is nothing to move, and no block to spend on it. */
-    if (ii->size && (ii->inline_flags & F2FS_DATA_EXIST)) {
+    if (has_data) {
+        size_t bytes = ii->size < inline_data_size(ii) ? ii->size : inline_data_size(ii);
         struct page *page;
-        int err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, 0), PCACHE_NO_LOAD, &page);
+        int err = data_get_page(fs, ii, ipage, 0, false, &page);
         if (err)
             return err;
-        memcpy(page->data, inline_area, ii->size);
+        memcpy(page->data, inline_area, bytes);
+        memset((uint8_t *)page->data + bytes, 0, F2FS_BLKSIZE - bytes);
         pcache_mark_dirty(fs->cache, page);
         pcache_put(fs->cache, page);
     }
     memset(inline_area, 0, inline_data_size(ii));
-    struct f2fs_inode *ri = &page_node(ipage)->i;
-    ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
-    ii->inline_flags = ri->i_inline;
-    pcache_mark_dirty(fs->cache, ipage);
     return 0;
 }
 
@@ -386,21 +433,12 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
         size_t n = F2FS_BLKSIZE - in_blk;
         if (n > size - done)
             n = size - done;
-        struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
-        if (!page) {
-            uint64_t from = PCACHE_NO_LOAD;
-            if (n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size) {
-                uint32_t addr;
-                int err = data_map(fs, ii, ri, index, 1, &addr);
-                if (err)
-                    return done ? (ssize_t)done : err;
-                if (addr != NULL_ADDR)
-                    from = addr;
-            }
-            int err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, index), from, &page);
-            if (err)
-                return done ? (ssize_t)done : err;
-        }
+        /* A partial block inside the file keeps the rest of its old content. */
+        bool keep_old = n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size;
+        struct page *page;
+        int err = data_get_page(fs, ii, ipage, index, keep_old, &page);
+        if (err)
+            return done ? (ssize_t)done : err;
         memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
         pcache_mark_dirty(fs->cache, page);
         pcache_put(fs->cache, page);
@@ -600,16 +638,16 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
                                       &sum, &blkaddr);
             if (!err) {
                 uint32_t old = le32(*dn.addr);
-                if (blkaddr_in_main(fs, old))
+                if (blkaddr_in_main(fs, old)) {
                     seg_invalidate_block(fs->seg, old);
-                else {
+                } else if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
                     inode_add_blocks(ipage, 1);
                     pcache_mark_dirty(fs->cache, ipage);
                 }
                 *dn.addr = htole32(blkaddr);
                 pcache_mark_dirty(fs->cache, dn.page);
                 pages[i]->blkaddr = blkaddr;
-                reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_HIGH,
+                reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio,
                                               .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
                                               .len = F2FS_BLKSIZE, .buf = pages[i]->data};
                 rp[nreq] = &reqs[nreq];

@@ -376,7 +376,7 @@ static void set_size(struct inode_info *dir, struct page *dpage, uint64_t size)
 static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
 {
     struct page *page;
-    int err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, 0), PCACHE_NO_LOAD, &page);
+    int err = data_get_page(fs, dir, dpage, 0, false, &page);
     if (err)
         return err;
     struct dentry_view from, to;
@@ -440,7 +440,7 @@ int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
             struct page *page = NULL;
             int err = b < dir_blocks(dir) ? dir_block_get(fs, dir, dpage, b, &page) : 0;
             if (!err && !page)
-                err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, b), PCACHE_NO_LOAD, &page);
+                err = data_get_page(fs, dir, dpage, b, false, &page);
             if (err)
                 return err;
             struct dentry_view v;
@@ -507,7 +507,7 @@ int dir_init(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, uint
         /* An inline directory's size is its inline area (f2fs_make_empty_inline_dir). */
         set_size(dir, dpage, inline_data_size(dir));
     } else {
-        int err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, 0), PCACHE_NO_LOAD, &page);
+        int err = data_get_page(fs, dir, dpage, 0, false, &page);
         if (err)
             return err;
         view_block(&v, page->data);

@@ -133,7 +133,7 @@ static int allocate_range(struct f2fuse *fs, struct inode_info *ii, struct page 
             return err;
         if (addr != NULL_ADDR)
             continue;
-        err = pcache_get(fs->cache, PAGE_DATA, key, PCACHE_NO_LOAD, &page);
+        err = data_get_page(fs, ii, ipage, index, false, &page);
         if (err)
             return err;
         pcache_mark_dirty(fs->cache, page);
@@ -263,6 +263,12 @@ static bool needs_checkpoint(struct f2fuse *fs, uint32_t ino)
  * the inode, then flush — no checkpoint.  Anything else takes a checkpoint. */
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
 {
+    return f2fuse_fsync_ioprio(fs, ino, datasync, 0);
+}
+
+int f2fuse_fsync_ioprio(struct f2fuse *fs, uint32_t ino, bool datasync, int ioprio)
+{
+    enum blk_prio prio = blk_prio_of_ioprio(ioprio);
     if (!fs->seg)
         return 0;
     int err = fs_writable(fs);
@@ -270,6 +276,12 @@ int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
         err = fs_reserve(fs, 8);
     if (err)
         return err;
+    /* Known to need a checkpoint: ask for it without taking cp_lock first, so that the
+     * request queues up while a checkpoint runs and can be merged into the next one. */
+    if (!fs->opts.fsync_fast || needs_checkpoint(fs, ino)) {
+        atomic_fetch_add(&fs->fsync_checkpoint, 1);
+        return checkpoint_request(fs, prio);
+    }
     file_begin(fs, ino);
     struct page *ipage;
     struct inode_info ii;
@@ -280,12 +292,13 @@ int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
                !needs_checkpoint(fs, ino) && seg_next_blkaddr(fs->seg, LOG_WARM_NODE) != 0;
         if (fast) {
             pthread_mutex_lock(&fs->fsync_lock);
+            fs->io_prio = prio; /* no checkpoint runs (cp_lock), no other fsync (fsync_lock) */
             pcache_mark_dirty(fs->cache, ipage); /* the inode carries the fsync mark */
             err = data_writeback(fs, ino);
             if (!err)
                 err = node_writeback(fs, ino);
             if (!err) {
-                struct blk_req req = {.op = BLK_FLUSH, .prio = BLK_PRIO_HIGH};
+                struct blk_req req = {.op = BLK_FLUSH, .prio = prio};
                 struct blk_req *r = &req;
                 err = blk_submit_wait(fs->dev, &r, 1);
             }
@@ -307,5 +320,5 @@ int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
         return 0;
     }
     atomic_fetch_add(&fs->fsync_checkpoint, 1);
-    return checkpoint_request(fs);
+    return checkpoint_request(fs, prio);
 }

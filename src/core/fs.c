@@ -34,13 +34,16 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->checkpoint_interval = 5;
     o->checkpoint_merge = true;
     o->fsync_fast = true;
+    discard_options_init(o); /* discard.c */
 }
 
 const char *f2fuse_option_names(void)
 {
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, "
-           "fsync=fast|checkpoint";
+           "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
+           "discard_max=BYTES[K|M|G], discard_qd=N, "
+           "(tests) powercut=N, powercut_torn, powercut_seed=N";
 }
 
 static int parse_size(const char *v, uint64_t *out)
@@ -65,10 +68,29 @@ static int parse_size(const char *v, uint64_t *out)
 
 int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *value)
 {
+    int derr = discard_option_set(o, name, value); /* discard.c */
+    if (derr != -ENOENT)
+        return derr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
         if (value)
             return -EINVAL;
         o->read_only = name[1] == 'o';
+        return 0;
+    }
+    if (strcmp(name, "powercut_torn") == 0) {
+        if (value)
+            return -EINVAL;
+        o->powercut_torn = true;
+        return 0;
+    }
+    if ((strcmp(name, "powercut") == 0 || strcmp(name, "powercut_seed") == 0) && value) {
+        uint64_t n;
+        if (parse_size(value, &n))
+            return -EINVAL;
+        if (name[8] == '_')
+            o->powercut_seed = n;
+        else
+            o->powercut_after = n;
         return 0;
     }
     if (strcmp(name, "checkpoint_merge") == 0 || strcmp(name, "nocheckpoint_merge") == 0) {
@@ -80,7 +102,8 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     if (!value)
         return strcmp(name, "backend") && strcmp(name, "queue_depth") &&
                        strcmp(name, "cache_size") && strcmp(name, "checkpoint_interval") &&
-                       strcmp(name, "fsync")
+                       strcmp(name, "fsync") && strcmp(name, "powercut") &&
+                       strcmp(name, "powercut_seed")
                    ? -ENOENT
                    : -EINVAL;
     if (strcmp(name, "fsync") == 0) {
@@ -193,6 +216,9 @@ static int open_rw(struct f2fuse *fs)
         return err;
     /* Data may not take the segments a checkpoint needs for its nodes. */
     seg_set_data_reserve(fs->seg, 3);
+    err = discard_init(fs); /* discard.c: before recovery, whose checkpoint frees blocks */
+    if (err)
+        return err;
     err = recovery_run(fs);
     if (err)
         return err;
@@ -248,7 +274,10 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     for (int i = 0; i < INODE_LOCK_STRIPES; i++)
         pthread_mutex_init(&fs->inode_locks[i], NULL);
     struct blk_options bo = {.backend = opts->backend, .queue_depth = opts->queue_depth,
-                             .read_only = opts->read_only};
+                             .read_only = opts->read_only,
+                             .powercut_after = opts->powercut_after,
+                             .powercut_torn = opts->powercut_torn,
+                             .powercut_seed = opts->powercut_seed};
     int err = blk_open(image, &bo, &fs->dev);
     if (err) {
         log_err("cannot open %s: %s", image, strerror(-err));
@@ -297,6 +326,7 @@ void f2fuse_close(struct f2fuse *fs)
             log_err("final checkpoint failed: %s; the image keeps its previous checkpoint",
                     strerror(-err));
     }
+    discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
     pcache_destroy(fs->cache);
@@ -415,7 +445,12 @@ void fs_after_change(struct f2fuse *fs)
 
 int f2fuse_sync(struct f2fuse *fs)
 {
-    return checkpoint_request(fs);
+    return checkpoint_request(fs, BLK_PRIO_NORMAL);
+}
+
+int f2fuse_sync_ioprio(struct f2fuse *fs, int ioprio)
+{
+    return checkpoint_request(fs, blk_prio_of_ioprio(ioprio));
 }
 
 static void *checkpoint_thread(void *arg)
@@ -433,7 +468,7 @@ static void *checkpoint_thread(void *arg)
             break;
         pthread_mutex_unlock(&fs->cp_thread_lock);
         if (pcache_dirty_count(fs->cache, PAGE_DATA) || pcache_dirty_count(fs->cache, PAGE_NODE))
-            f2fuse_sync(fs);
+            checkpoint_request(fs, BLK_PRIO_LOW); /* background work */
         pthread_mutex_lock(&fs->cp_thread_lock);
     }
     pthread_mutex_unlock(&fs->cp_thread_lock);
@@ -677,6 +712,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     if (fs->nat)
         nat_emit_stats(fs->nat, fn, arg);
     checkpoint_merge_stats(fs, fn, arg);
+    discard_emit_stats(fs, fn, arg); /* discard.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
     fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));

@@ -12,6 +12,7 @@
 
 #include "blk/blk.h"
 #include "cache/pcache.h"
+#include "core/discard.h"
 #include "core/format.h"
 #include "core/nat.h"
 #include "core/segment.h"
@@ -63,6 +64,7 @@ struct f2fuse {
     /* The write side (NULL on a read-only mount). */
     struct seg_manager *seg;
     struct nat_manager *nat;
+    struct discard_control *discard; /* discard.c */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
@@ -81,6 +83,7 @@ struct f2fuse {
     size_t nopen, capopen;
 
     struct cp_control cpc;
+    enum blk_prio io_prio; /* of the writes the running checkpoint or fsync issues */
 
     /* fsync fast path: one at a time, so that the warm node chain has no gaps; inodes that
      * changed in ways roll-forward cannot replay (new, linked, renamed, truncated,
@@ -113,7 +116,7 @@ int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count);
 
 /* checkpoint_merge.c: every checkpoint request goes through checkpoint_request, which
  * returns once a checkpoint that started after the call has committed. */
-int checkpoint_request(struct f2fuse *fs);
+int checkpoint_request(struct f2fuse *fs, enum blk_prio prio);
 int checkpoint_merge_start(struct f2fuse *fs);
 void checkpoint_merge_stop(struct f2fuse *fs);
 void checkpoint_merge_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);
@@ -197,6 +200,12 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
                    size_t size, uint64_t off);
 int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
+/* The cached page of file block index, created when absent: read from its block when
+ * keep_old (and it has one), else zero-filled.  A block without one gets it reserved
+ * (NEW_ADDR in its pointer, counted in i_blocks, as f2fs_reserve_block does), so that
+ * st_blocks is right before writeback allocates it. */
+int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index,
+                  bool keep_old, struct page **out);
 /* Moves an inline file's data to block 0 (f2fs_convert_inline_inode). */
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 /* Frees file block index (a hole afterwards). */

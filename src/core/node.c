@@ -243,7 +243,7 @@ static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, voi
             if (nid == ino)
                 inode_update_checksum(fs, page);
             err = nat_set(fs->nat, nid, ino, blkaddr);
-            reqs[i] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_HIGH,
+            reqs[i] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio,
                                        .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
                                        .len = F2FS_BLKSIZE, .buf = page->data};
             rp[i] = &reqs[i];

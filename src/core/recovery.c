@@ -117,12 +117,14 @@ static int replay_pointer(struct f2fuse *fs, struct inode_info *ii, struct page 
     if (!blkaddr_in_main(fs, addr))
         return fs_corrupt(fs, "recovery: inode %u block %llu points outside the main area",
                           ii->ino, (unsigned long long)index);
-    struct page *page;
-    uint64_t key = (uint64_t)ii->ino << 32 | index;
-    pcache_discard(fs->cache, PAGE_DATA, key);
-    err = pcache_get(fs->cache, PAGE_DATA, key, addr, &page);
-    if (err)
+    struct page *page = NULL;
+    err = data_get_page(fs, ii, ipage, index, false, &page);
+    if (!err)
+        err = blk_read(fs->dev, (uint64_t)addr * F2FS_BLKSIZE, page->data, F2FS_BLKSIZE);
+    if (err) {
+        pcache_put(fs->cache, page);
         return err;
+    }
     pcache_mark_dirty(fs->cache, page);
     pcache_put(fs->cache, page);
     return 0;
@@ -141,6 +143,9 @@ static int replay_inode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
     uint64_t size = le64(from->i_size);
     if (size < ii.size)
         err = data_truncate(fs, &ii, ipage, size);
+    /* A file inline at the checkpoint and in blocks by the fsync: move it out first. */
+    if (!err && !(from->i_inline & F2FS_INLINE_DATA) && (ii.inline_flags & F2FS_INLINE_DATA))
+        err = data_convert_inline(fs, &ii, ipage);
     if (!err) {
         to->i_mode = from->i_mode;
         to->i_uid = from->i_uid;
@@ -166,8 +171,6 @@ static int replay_inode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
                                      (from->i_inline & F2FS_DATA_EXIST));
         }
     } else if (!err) {
-        if (ii.inline_flags & F2FS_INLINE_DATA)
-            err = data_convert_inline(fs, &ii, ipage);
         for (uint32_t i = 0; i < ii.addrs_per_inode && !err; i++) {
             uint32_t addr = le32(from->i_addr[ii.extra_isize / 4 + i]);
             if (addr || (uint64_t)i * F2FS_BLKSIZE < ii.size)

@@ -790,6 +790,10 @@ int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2f
         log_switch(sm, type, newseg);
 out:
     pthread_mutex_unlock(&sm->lock);
+    /* discard.c: a queued or running discard of this block must not land on the data about
+     * to be written into it, and the block leaves the map of discarded space. */
+    if (!err)
+        discard_block_allocated(sm->fs, *blkaddr);
     return err;
 }
 
@@ -1006,6 +1010,127 @@ void seg_checkpoint_done(struct seg_manager *sm)
     }
     memcpy(sm->committed_bitmap, sm->sit_bitmap, sm->sit_bitmap_bytes);
     pthread_mutex_unlock(&sm->lock);
+}
+
+/* ---- discard support (discard.c) ------------------------------------------------------- */
+
+/* Reports the runs of set bits of a segment-sized map (MSB-first, as the SIT's). */
+static uint64_t report_runs(struct seg_manager *sm, uint32_t segno, const uint8_t *bits,
+                            seg_range_fn fn, void *arg)
+{
+    uint32_t base = sm->main_blkaddr + segno * BLKS;
+    uint64_t n = 0;
+    unsigned off = 0;
+    while (off < BLKS) {
+        if ((off & 7) == 0 && bits[off >> 3] == 0) {
+            off += 8;
+            continue;
+        }
+        if (!f2fs_test_bit(off, bits)) {
+            off++;
+            continue;
+        }
+        unsigned end = off + 1;
+        while (end < BLKS) {
+            if ((end & 7) == 0 && bits[end >> 3] == 0xFF)
+                end += 8;
+            else if (f2fs_test_bit(end, bits))
+                end++;
+            else
+                break;
+        }
+        fn(arg, base + off, end - off);
+        n += end - off;
+        off = end;
+    }
+    return n;
+}
+
+uint64_t seg_discard_candidates(struct seg_manager *sm, seg_range_fn fn, void *arg)
+{
+    uint64_t total = 0;
+    uint8_t freed[SIT_VBLOCK_MAP_SIZE];
+    pthread_mutex_lock(&sm->lock);
+    for (uint32_t s = bm_next(sm->changed_map, sm->main_segs, 0); s < sm->main_segs;
+         s = bm_next(sm->changed_map, sm->main_segs, s + 1)) {
+        const struct seg_entry *e = &sm->se[s];
+        /* An empty segment no log writes into is garbage once this checkpoint commits,
+         * including what was written and freed again since the last one. */
+        bool whole = e->valid == 0 && e->log == NO_LOG;
+        for (unsigned i = 0; i < SIT_VBLOCK_MAP_SIZE; i++)
+            freed[i] = whole ? 0xFF : (uint8_t)(e->ckpt_map[i] & ~e->map[i]);
+        total += report_runs(sm, s, freed, fn, arg);
+    }
+    pthread_mutex_unlock(&sm->lock);
+    return total;
+}
+
+/* The extent being built by seg_free_extents: reported once a run that does not continue it
+ * arrives (or at the end), so extents are maximal across segment boundaries. */
+struct extent_acc {
+    uint32_t start, len, minlen;
+    uint64_t total;
+    seg_range_fn fn;
+    void *arg;
+};
+
+static void extent_flush(struct extent_acc *x)
+{
+    if (x->len && x->len >= x->minlen) {
+        x->fn(x->arg, x->start, x->len);
+        x->total += x->len;
+    }
+    x->len = 0;
+}
+
+static void extent_run_cb(void *arg, uint32_t blkaddr, uint32_t len)
+{
+    struct extent_acc *x = arg;
+    if (x->len && x->start + x->len == blkaddr) {
+        x->len += len;
+        return;
+    }
+    extent_flush(x);
+    x->start = blkaddr;
+    x->len = len;
+}
+
+uint64_t seg_free_extents(struct seg_manager *sm, uint32_t start, uint32_t end, uint32_t minlen,
+                          seg_range_fn fn, void *arg)
+{
+    uint64_t main_end = sm->main_blkaddr + (uint64_t)sm->main_segs * BLKS;
+    if (start < sm->main_blkaddr)
+        start = sm->main_blkaddr;
+    if (end > main_end)
+        end = (uint32_t)main_end;
+    if (start >= end)
+        return 0;
+    struct extent_acc x = {.minlen = minlen ? minlen : 1, .fn = fn, .arg = arg};
+    uint8_t free_bits[SIT_VBLOCK_MAP_SIZE];
+    pthread_mutex_lock(&sm->lock);
+    uint32_t first = (start - sm->main_blkaddr) / BLKS, last = (end - 1 - sm->main_blkaddr) / BLKS;
+    for (uint32_t s = first; s <= last; s++) {
+        const struct seg_entry *e = &sm->se[s];
+        uint32_t base = sm->main_blkaddr + s * BLKS;
+        unsigned lo = start > base ? start - base : 0;
+        unsigned hi = end - base < BLKS ? end - base : BLKS;
+        if (bm_test(sm->changed_map, s))
+            continue; /* the next run cannot continue the open extent: it ends there */
+        if (e->valid == 0 && e->ckpt_valid == 0 && lo == 0 && hi == BLKS) {
+            extent_run_cb(&x, base, BLKS);
+            continue;
+        }
+        for (unsigned i = 0; i < SIT_VBLOCK_MAP_SIZE; i++)
+            free_bits[i] = (uint8_t)~(e->map[i] | e->ckpt_map[i]);
+        for (unsigned b = 0; b < lo; b++)
+            f2fs_clear_bit(b, free_bits);
+        for (unsigned b = hi; b < BLKS; b++)
+            f2fs_clear_bit(b, free_bits);
+        report_runs(sm, s, free_bits, extent_run_cb, &x);
+    }
+    extent_flush(&x);
+    pthread_mutex_unlock(&sm->lock);
+    return x.total;
 }
 
 void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)

@@ -123,6 +123,26 @@ void seg_fill_checkpoint(struct seg_manager *sm, struct f2fs_checkpoint *cp);
 void seg_write_summaries(struct seg_manager *sm, uint8_t *blocks, bool with_node);
 void seg_checkpoint_done(struct seg_manager *sm);
 
+/* ---- discard support (discard.c) ----
+ * Both functions report runs of main-area blocks [blkaddr, blkaddr + len) through fn, in
+ * ascending order, with the segment manager's lock held: fn must not call back into it.
+ * That lock is what makes a reported block safe to queue for discard: allocating it again
+ * takes the lock too, and seg_alloc_block tells discard (discard_block_allocated) before
+ * the block is written. */
+typedef void (*seg_range_fn)(void *arg, uint32_t blkaddr, uint32_t len);
+/* The blocks the checkpoint being written frees: valid at the last checkpoint and invalid
+ * now, plus every block of segments that changed since it and are empty and not current
+ * now (blocks written and freed again in between).  Called after the new pack is durable
+ * and before seg_checkpoint_done.  Returns the number of blocks reported. */
+uint64_t seg_discard_candidates(struct seg_manager *sm, seg_range_fn fn, void *arg);
+/* Free extents inside [start, end) (block addresses, clamped to the main area): blocks free
+ * in both the current and the checkpointed map, maximal across segment boundaries, at least
+ * minlen blocks long.  Segments changed since the last checkpoint count as in use: a block
+ * written and freed since then may hold a node that roll-forward recovery still walks
+ * through.  Returns the number of blocks reported. */
+uint64_t seg_free_extents(struct seg_manager *sm, uint32_t start, uint32_t end, uint32_t minlen,
+                          seg_range_fn fn, void *arg);
+
 /* Counters "seg.*": free, prefree, valid_blocks, alloc.<log> (blocks allocated per log),
  * ssa_writes, sit_blocks_written, new_segments, enospc. */
 void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink);

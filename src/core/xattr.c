@@ -415,7 +415,7 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
     if (!err && value) {
         size_t esize = XATTR_ALIGN(sizeof(struct f2fs_xattr_entry) + c.name_len + stored_len);
         if (r.overflow || r.used + esize > r.cap) {
-            err = -ENOSPC;
+            err = -E2BIG; /* as f2fs: the list would outgrow the inode and its xattr node */
         } else {
             struct f2fs_xattr_entry *e = (void *)(buf + r.used);
             e->e_name_index = c.index;

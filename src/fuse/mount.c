@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <fcntl.h>
+#include <linux/fs.h> /* FITRIM, struct fstrim_range */
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "blk/blk.h"
@@ -32,12 +34,12 @@ enum fuse_op { OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_READDIR,
                OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_CREATE, OP_MKNOD,
                OP_MKDIR, OP_SYMLINK, OP_LINK, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_WRITE,
                OP_SETATTR, OP_FSYNC, OP_FSYNCDIR, OP_SETXATTR, OP_REMOVEXATTR, OP_FALLOCATE,
-               OP_RELEASE, OP_COUNT };
+               OP_RELEASE, OP_IOCTL, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {
     "lookup", "getattr", "readlink", "open", "read", "readdir", "readdirplus", "statfs",
     "getxattr", "listxattr", "create", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir",
     "rename", "write", "setattr", "fsync", "fsyncdir", "setxattr", "removexattr", "fallocate",
-    "release"};
+    "release", "ioctl"};
 
 /* The daemon's context: everything a request handler needs. */
 struct daemon {
@@ -171,6 +173,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!err && !d->read_only) {
         err = f2fuse_open_inode(d->fs, to_f2fs(d, ino));
         fi->fh = !err;
+    }
+    if (!err && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+        /* libfuse asks for atomic O_TRUNC: the kernel sends no separate truncate. */
+        struct f2fuse_setattr sa = {.valid = F2FUSE_SET_SIZE | F2FUSE_SET_MTIME, .size = 0};
+        clock_gettime(CLOCK_REALTIME, &sa.mtime);
+        err = f2fuse_setattr(d->fs, to_f2fs(d, ino), &sa, NULL);
+        if (err && fi->fh)
+            f2fuse_release(d->fs, to_f2fs(d, ino));
     }
     count(d, OP_OPEN, err);
     if (err) {
@@ -552,10 +562,21 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 }
 
+/* The I/O priority of the process behind a request (0 when it cannot be had). */
+static int requester_ioprio(fuse_req_t req)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    long v = ctx && ctx->pid > 0 ? syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, ctx->pid)
+                                 : -1;
+    return v < 0 ? 0 : (int)v;
+}
+
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
-    int err = d->read_only ? 0 : f2fuse_fsync(d->fs, to_f2fs(d, ino), datasync);
+    int err = d->read_only ? 0
+                           : f2fuse_fsync_ioprio(d->fs, to_f2fs(d, ino), datasync,
+                                                 requester_ioprio(req));
     count(d, OP_FSYNC, err);
     reply_err(req, err);
 }
@@ -563,7 +584,8 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
-    int err = d->read_only ? 0 : f2fuse_fsync(d->fs, to_f2fs(d, ino), datasync);
+    /* A directory is made durable by a checkpoint: request it directly. */
+    int err = d->read_only ? 0 : f2fuse_sync_ioprio(d->fs, requester_ioprio(req));
     count(d, OP_FSYNCDIR, err);
     reply_err(req, err);
 }
@@ -596,6 +618,40 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     reply_err(req, err);
 }
 
+/* FITRIM (fstrim MOUNTPOINT, on the root directory): a restricted ioctl, so the kernel copies
+ * struct fstrim_range in and out itself; the reply's len is the bytes trimmed.  The kernel
+ * asks CAP_SYS_ADMIN of FITRIM; a FUSE ioctl arrives without that check, so only root and
+ * the daemon's own user may trim.  Other commands are not handled here: ENOTTY. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+                     size_t in_bufsz, size_t out_bufsz)
+{
+    struct daemon *d = daemon_of(req);
+    if (cmd != FITRIM) {
+        count(d, OP_IOCTL, 0);
+        reply_err(req, -ENOTTY);
+        return;
+    }
+    struct fstrim_range range;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    int err = 0;
+    if (in_bufsz < sizeof(range) || out_bufsz < sizeof(range) || !in_buf)
+        err = -EINVAL;
+    else if (ctx->uid != 0 && ctx->uid != getuid())
+        err = -EPERM;
+    if (!err) {
+        memcpy(&range, in_buf, sizeof(range));
+        uint64_t trimmed = 0;
+        err = f2fuse_trim(d->fs, range.start, range.len, range.minlen, &trimmed);
+        range.len = trimmed;
+    }
+    count(d, OP_IOCTL, err);
+    if (err)
+        reply_err(req, err);
+    else
+        fuse_reply_ioctl(req, 0, &range, sizeof(range));
+}
+
 static const struct fuse_lowlevel_ops f2fuse_ops = {
     .init = op_init,
     .lookup = op_lookup,
@@ -626,6 +682,7 @@ static const struct fuse_lowlevel_ops f2fuse_ops = {
     .setxattr = op_setxattr,
     .removexattr = op_removexattr,
     .fallocate = op_fallocate,
+    .ioctl = op_ioctl,
 };
 
 /* Counters of a running mount, for `f2fuse stat`. */
