@@ -29,6 +29,11 @@ struct f2fuse_options {
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
     bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
+    /* Count a lookup reference for every inode an operation returns (lookup, mknod, mkdir,
+     * symlink, link), released by f2fuse_forget: an unlinked inode (and its number) lives
+     * until then.  The FUSE daemon sets it: the kernel's nodeids must not be reused while
+     * it holds them. */
+    bool track_lookups;
     /* Tests only: emulate a power cut at the powercut_after-th device write (0 = never):
      * that write, every later one, and every write not yet flushed are lost; with
      * powercut_torn, unflushed writes are lost 4 KiB block by block (PRNG powercut_seed). */
@@ -125,6 +130,7 @@ int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, 
 /* An inode open through the caller (a FUSE open file) outlives its last name until
  * f2fuse_release; a crash in between leaves an orphan that the next mount frees. */
 int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino);
+int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t nlookup);
 int f2fuse_release(struct f2fuse *fs, uint32_t ino);
 
 /* Writes size bytes at off (past the end: the gap reads as zeros); returns size or -errno. */

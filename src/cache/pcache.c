@@ -410,6 +410,42 @@ void pcache_discard(struct pcache *c, enum page_space space, uint64_t key)
     drop(c, space, key, true);
 }
 
+void pcache_discard_range(struct pcache *c, enum page_space space, uint64_t lo, uint64_t hi)
+{
+    if (hi < lo)
+        return;
+    if (hi - lo < c->nbuckets) {
+        for (uint64_t k = lo;; k++) {
+            drop(c, space, k, true);
+            if (k == hi)
+                break;
+        }
+        return;
+    }
+    pthread_mutex_lock(&c->lock);
+    for (size_t b = 0; b < c->nbuckets; b++) {
+        struct page *p = c->buckets[b];
+        while (p) {
+            struct page *next = p->hash_next;
+            if (p->space == space && p->key >= lo && p->key <= hi) {
+                if (p->dirty) {
+                    p->dirty = false;
+                    list_unlink(p);
+                    c->ndirty[space]--;
+                }
+                hash_remove(c, p);
+                c->pages--;
+                if (p->refs == 0) {
+                    list_unlink(p);
+                    page_free(c, p);
+                }
+            }
+            p = next;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
 void pcache_shrink(struct pcache *c)
 {
     pthread_mutex_lock(&c->lock);

@@ -68,6 +68,10 @@ bool pcache_over_budget(struct pcache *cache);
 /* Drops (space, key) from the cache: the next get reads it again.  A holder of a reference
  * keeps its copy.  A dirty page is left alone. */
 void pcache_forget(struct pcache *cache, enum page_space space, uint64_t key);
+/* Discards every page of space whose key lies in [lo, hi] (dirty or not), walking either the
+ * keys or the whole table, whichever is shorter. */
+void pcache_discard_range(struct pcache *cache, enum page_space space, uint64_t lo, uint64_t hi);
+
 /* Like pcache_forget, but also throws away a dirty page (its content is no longer wanted:
  * a truncated block, a freed node). */
 void pcache_discard(struct pcache *cache, enum page_space space, uint64_t key);

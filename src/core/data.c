@@ -515,6 +515,43 @@ static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct 
     return 1;
 }
 
+/* Frees every block from file block first_free on, and the nodes left empty. */
+static int free_from(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                     uint64_t first_free)
+{
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    fsync_needs_checkpoint(fs, ii->ino); /* freed nodes leave no trace to roll forward */
+    pcache_discard_range(fs->cache, PAGE_DATA, data_key(ii->ino, first_free),
+                         data_key(ii->ino, 0xffffffffu));
+    for (uint64_t i = first_free; i < ii->addrs_per_inode; i++)
+        free_addr(fs, ipage, INODE_ADDR(ipage, ii->extra_isize / 4 + i));
+    uint64_t base = ii->addrs_per_inode;
+    static const int slot_depth[DEF_NIDS_PER_INODE] = {1, 1, 2, 2, 3};
+    for (int s = 0; s < DEF_NIDS_PER_INODE; s++) {
+        uint64_t span = ADDRS_PER_BLOCK;
+        for (int d = 1; d < slot_depth[s]; d++)
+            span *= NIDS_PER_BLOCK;
+        uint32_t nid = le32(ri->i_nid[s]);
+        if (nid && base + span > first_free) {
+            int r = truncate_node(fs, ii, ipage, nid, slot_depth[s], base, span, first_free);
+            if (r < 0)
+                return r;
+            if (r == 1)
+                ri->i_nid[s] = 0;
+        }
+        base += span;
+    }
+    for (int s = 0; s < DEF_NIDS_PER_INODE; s++)
+        ii->nids[s] = le32(ri->i_nid[s]);
+    pcache_mark_dirty(fs->cache, ipage);
+    return 0;
+}
+
+int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
+{
+    return free_from(fs, ii, ipage, 0);
+}
+
 int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size)
 {
     struct f2fs_inode *ri = &page_node(ipage)->i;
@@ -532,37 +569,16 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
         if (err)
             return err;
     }
-    if (new_size < old_size) {
-        fsync_needs_checkpoint(fs, ii->ino); /* freed nodes leave no trace to roll forward */
-        uint64_t first_free = (new_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
-        uint64_t old_blocks = (old_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE;
-        for (uint64_t i = first_free; i < old_blocks; i++)
-            pcache_discard(fs->cache, PAGE_DATA, data_key(ii->ino, i));
-        for (uint64_t i = first_free; i < ii->addrs_per_inode; i++)
-            free_addr(fs, ipage, INODE_ADDR(ipage, ii->extra_isize / 4 + i));
-        uint64_t base = ii->addrs_per_inode;
-        static const int slot_depth[DEF_NIDS_PER_INODE] = {1, 1, 2, 2, 3};
-        for (int s = 0; s < DEF_NIDS_PER_INODE; s++) {
-            uint64_t span = ADDRS_PER_BLOCK;
-            for (int d = 1; d < slot_depth[s]; d++)
-                span *= NIDS_PER_BLOCK;
-            uint32_t nid = le32(ri->i_nid[s]);
-            if (nid && base + span > first_free) {
-                int r = truncate_node(fs, ii, ipage, nid, slot_depth[s], base, span, first_free);
-                if (r < 0)
-                    return r;
-                if (r == 1)
-                    ri->i_nid[s] = 0;
-            }
-            base += span;
-        }
-        for (int s = 0; s < DEF_NIDS_PER_INODE; s++)
-            ii->nids[s] = le32(ri->i_nid[s]);
+    /* Blocks past the end exist also when fallocate kept the size: free those too. */
+    if (new_size < old_size || (ii->advise & FADVISE_KEEP_SIZE_BIT)) {
+        int err = free_from(fs, ii, ipage, (new_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE);
+        if (err)
+            return err;
         /* The kept part of the last block must read as zeros past the new end. */
-        if (new_size % F2FS_BLKSIZE) {
+        if (new_size % F2FS_BLKSIZE && new_size < old_size) {
             uint64_t index = new_size / F2FS_BLKSIZE;
             uint32_t addr;
-            int err = data_map(fs, ii, ri, index, 1, &addr);
+            err = data_map(fs, ii, ri, index, 1, &addr);
             struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
             if (!err && !page && addr != NULL_ADDR)
                 err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, index), addr, &page);
@@ -574,6 +590,10 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
                 pcache_mark_dirty(fs->cache, page);
                 pcache_put(fs->cache, page);
             }
+        }
+        if (ii->advise & FADVISE_KEEP_SIZE_BIT) {
+            ii->advise &= (uint8_t)~FADVISE_KEEP_SIZE_BIT;
+            ri->i_advise = ii->advise;
         }
     }
 set_size:

@@ -264,7 +264,7 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_rwlock_init(&fs->cp_lock, &rwattr);
     pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&fs->ns_lock, NULL);
-    pthread_mutex_init(&fs->open_lock, NULL);
+    pthread_mutex_init(&fs->ref_lock, NULL);
     pthread_mutex_init(&fs->cp_thread_lock, NULL);
     pthread_cond_init(&fs->cp_thread_wake, NULL);
     pthread_mutex_init(&fs->fsync_lock, NULL);
@@ -315,9 +315,15 @@ void f2fuse_close(struct f2fuse *fs)
     }
     checkpoint_merge_stop(fs);
     if (fs->seg && fs->nat && !fs->write_error) {
-        /* The last checkpoint, marked as a clean unmount. */
+        /* The caller is gone: unlinked inodes it still held are freed now. */
         uint32_t n;
         uint32_t *orphans = inode_orphans(fs, &n);
+        for (uint32_t i = 0; orphans && i < n; i++)
+            inode_free(fs, orphans[i]);
+        free(orphans);
+        inode_refs_destroy(fs);
+        /* The last checkpoint, marked as a clean unmount. */
+        orphans = inode_orphans(fs, &n);
         pthread_rwlock_wrlock(&fs->cp_lock);
         int err = checkpoint_write(fs, true, orphans, orphans ? n : 0);
         pthread_rwlock_unlock(&fs->cp_lock);
@@ -332,11 +338,11 @@ void f2fuse_close(struct f2fuse *fs)
     pcache_destroy(fs->cache);
     if (fs->dev)
         blk_close(fs->dev);
-    free(fs->open);
     free(fs->cp_block);
     pthread_rwlock_destroy(&fs->cp_lock);
     pthread_mutex_destroy(&fs->ns_lock);
-    pthread_mutex_destroy(&fs->open_lock);
+    pthread_mutex_destroy(&fs->ref_lock);
+    inode_refs_destroy(fs);
     pthread_mutex_destroy(&fs->cp_thread_lock);
     pthread_cond_destroy(&fs->cp_thread_wake);
     pthread_mutex_destroy(&fs->fsync_lock);
@@ -540,8 +546,16 @@ int f2fuse_lookup(struct f2fuse *fs, uint32_t dir_ino, const char *name, size_t 
         err = dir_lookup(fs, &dir, page, name, namelen, &ino);
         pcache_put(fs->cache, page);
     }
+    /* The kernel's reference is taken while the name is held: an unlink can't slip in. */
+    if (!err)
+        err = inode_lookup_ref(fs, ino);
     rd_end(fs, dir_ino);
-    return err ? err : f2fuse_getattr(fs, ino, attr);
+    if (!err) {
+        err = f2fuse_getattr(fs, ino, attr);
+        if (err)
+            f2fuse_forget(fs, ino, 1);
+    }
+    return err;
 }
 
 int f2fuse_readdir(struct f2fuse *fs, uint32_t dir_ino, uint64_t cookie, f2fuse_dirent_fn fn,

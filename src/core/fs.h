@@ -77,10 +77,9 @@ struct f2fuse {
     atomic_uint_fast32_t next_generation;
     int write_error;            /* set when a checkpoint failed: the mount turns read-only */
 
-    /* Inodes open through the API, to keep unlinked ones until their last close. */
-    pthread_mutex_t open_lock;
-    struct open_inode *open;
-    size_t nopen, capopen;
+    /* References the caller holds (opens, FUSE lookups): namei.c. */
+    pthread_mutex_t ref_lock;
+    struct inode_ref **refs;
 
     struct cp_control cpc;
     enum blk_prio io_prio; /* of the writes the running checkpoint or fsync issues */
@@ -199,6 +198,8 @@ void inode_add_blocks(struct page *ipage, int64_t delta);
 ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
                    size_t size, uint64_t off);
 int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size);
+/* Frees every block and node of a file, past its size too (fallocate KEEP_SIZE). */
+int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
 /* The cached page of file block index, created when absent: read from its block when
  * keep_old (and it has one), else zero-filled.  A block without one gets it reserved
@@ -237,6 +238,9 @@ void inode_touch(struct page *ipage, bool mtime, bool ctime);
 int inode_open(struct f2fuse *fs, uint32_t ino);
 int inode_release(struct f2fuse *fs, uint32_t ino);
 int inode_free(struct f2fuse *fs, uint32_t ino);
+int inode_forget(struct f2fuse *fs, uint32_t ino, uint64_t n);
+int inode_lookup_ref(struct f2fuse *fs, uint32_t ino); /* with opts.track_lookups */
+void inode_refs_destroy(struct f2fuse *fs);
 /* The unlinked-but-open inodes, for the checkpoint's orphan list (malloc'ed). */
 uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count);
 

@@ -39,67 +39,152 @@ static void set_links(struct inode_info *ii, struct page *ipage, uint32_t links)
     page_node(ipage)->i.i_links = htole32(links);
 }
 
-/* ---- open counts: an unlinked inode lives on until its last close ---- */
+/* ---- references held by the caller ----
+ * Opens (an unlinked file lives on until its last close) and, when opts.track_lookups is
+ * set, the FUSE kernel's lookup references: its inode numbers must not be reused while
+ * the kernel may still use them, so an unlinked inode is freed only at its last forget. */
 
-struct open_inode {
+#define REF_BUCKETS 4096u
+
+struct inode_ref {
+    struct inode_ref *next;
     uint32_t ino;
     uint32_t opens;
+    uint64_t lookups;
     bool unlinked;
 };
 
-static struct open_inode *open_find(struct f2fuse *fs, uint32_t ino)
+/* The entry of ino, created when create is set; called with ref_lock held. */
+static struct inode_ref *ref_find(struct f2fuse *fs, uint32_t ino, bool create)
 {
-    for (size_t i = 0; i < fs->nopen; i++)
-        if (fs->open[i].ino == ino)
-            return &fs->open[i];
-    return NULL;
+    if (!fs->refs) {
+        if (!create)
+            return NULL;
+        fs->refs = calloc(REF_BUCKETS, sizeof(*fs->refs));
+        if (!fs->refs)
+            return NULL;
+    }
+    struct inode_ref **head = &fs->refs[ino % REF_BUCKETS];
+    for (struct inode_ref *r = *head; r; r = r->next)
+        if (r->ino == ino)
+            return r;
+    if (!create)
+        return NULL;
+    struct inode_ref *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->ino = ino;
+    r->next = *head;
+    *head = r;
+    return r;
+}
+
+/* Drops the entry when nothing holds the inode any more; returns whether it was unlinked
+ * (then the caller frees the inode).  Called with ref_lock held. */
+static bool ref_settle(struct f2fuse *fs, struct inode_ref *r)
+{
+    if (r->opens || r->lookups)
+        return false;
+    bool unlinked = r->unlinked;
+    struct inode_ref **pp = &fs->refs[r->ino % REF_BUCKETS];
+    while (*pp != r)
+        pp = &(*pp)->next;
+    *pp = r->next;
+    free(r);
+    return unlinked;
+}
+
+/* Adds opens/lookups to ino's references (negative deltas release them) and frees the
+ * inode when its last reference goes after its last name did. */
+static int ref_change(struct f2fuse *fs, uint32_t ino, int opens, int64_t lookups)
+{
+    pthread_mutex_lock(&fs->ref_lock);
+    struct inode_ref *r = ref_find(fs, ino, opens > 0 || lookups > 0);
+    bool free_it = false;
+    if (!r && (opens > 0 || lookups > 0)) {
+        pthread_mutex_unlock(&fs->ref_lock);
+        return -ENOMEM;
+    }
+    if (r) {
+        r->opens = (uint32_t)((int64_t)r->opens + opens < 0 ? 0 : (int64_t)r->opens + opens);
+        r->lookups = (int64_t)r->lookups + lookups < 0 ? 0 : (uint64_t)((int64_t)r->lookups + lookups);
+        free_it = ref_settle(fs, r);
+    }
+    pthread_mutex_unlock(&fs->ref_lock);
+    return free_it ? inode_free(fs, ino) : 0;
 }
 
 int inode_open(struct f2fuse *fs, uint32_t ino)
 {
-    pthread_mutex_lock(&fs->open_lock);
-    struct open_inode *o = open_find(fs, ino);
-    if (!o) {
-        if (fs->nopen == fs->capopen) {
-            size_t cap = fs->capopen ? fs->capopen * 2 : 16;
-            struct open_inode *n = realloc(fs->open, cap * sizeof(*n));
-            if (!n) {
-                pthread_mutex_unlock(&fs->open_lock);
-                return -ENOMEM;
-            }
-            fs->open = n;
-            fs->capopen = cap;
-        }
-        o = &fs->open[fs->nopen++];
-        *o = (struct open_inode){.ino = ino};
-    }
-    o->opens++;
-    pthread_mutex_unlock(&fs->open_lock);
-    return 0;
+    return ref_change(fs, ino, 1, 0);
 }
 
-/* Returns true when ino is open (then it is remembered as unlinked, to free later). */
+int inode_release(struct f2fuse *fs, uint32_t ino)
+{
+    return ref_change(fs, ino, -1, 0);
+}
+
+int inode_forget(struct f2fuse *fs, uint32_t ino, uint64_t n)
+{
+    return ref_change(fs, ino, 0, -(int64_t)n);
+}
+
+/* The lookup reference an entry-returning operation hands to the kernel. */
+static int take_lookup_ref(struct f2fuse *fs, uint32_t ino)
+{
+    return fs->opts.track_lookups && ino != fs->root_ino ? ref_change(fs, ino, 0, 1) : 0;
+}
+
+/* Returns true when ino is still referenced (then it is remembered as unlinked, to free
+ * at its last release or forget). */
 static bool keep_as_orphan(struct f2fuse *fs, uint32_t ino)
 {
-    pthread_mutex_lock(&fs->open_lock);
-    struct open_inode *o = open_find(fs, ino);
-    if (o)
-        o->unlinked = true;
-    pthread_mutex_unlock(&fs->open_lock);
-    return o != NULL;
+    pthread_mutex_lock(&fs->ref_lock);
+    struct inode_ref *r = ref_find(fs, ino, false);
+    if (r)
+        r->unlinked = true;
+    pthread_mutex_unlock(&fs->ref_lock);
+    return r != NULL;
 }
 
 uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
 {
-    pthread_mutex_lock(&fs->open_lock);
-    uint32_t *list = malloc((fs->nopen + 1) * sizeof(*list));
-    uint32_t n = 0;
-    for (size_t i = 0; list && i < fs->nopen; i++)
-        if (fs->open[i].unlinked)
-            list[n++] = fs->open[i].ino;
-    pthread_mutex_unlock(&fs->open_lock);
-    *count = n;
+    pthread_mutex_lock(&fs->ref_lock);
+    size_t cap = 64, n = 0;
+    uint32_t *list = malloc(cap * sizeof(*list));
+    for (uint32_t b = 0; list && fs->refs && b < REF_BUCKETS; b++) {
+        for (struct inode_ref *r = fs->refs[b]; r && list; r = r->next) {
+            if (!r->unlinked)
+                continue;
+            if (n == cap) {
+                uint32_t *grown = realloc(list, 2 * cap * sizeof(*list));
+                if (!grown) {
+                    free(list);
+                    list = NULL;
+                    break;
+                }
+                list = grown;
+                cap *= 2;
+            }
+            list[n++] = r->ino;
+        }
+    }
+    pthread_mutex_unlock(&fs->ref_lock);
+    *count = (uint32_t)n;
     return list;
+}
+
+void inode_refs_destroy(struct f2fuse *fs)
+{
+    for (uint32_t b = 0; fs->refs && b < REF_BUCKETS; b++) {
+        while (fs->refs[b]) {
+            struct inode_ref *r = fs->refs[b];
+            fs->refs[b] = r->next;
+            free(r);
+        }
+    }
+    free(fs->refs);
+    fs->refs = NULL;
 }
 
 /* Frees an inode with no names left: its data, its xattr node, the inode itself. */
@@ -112,7 +197,7 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
         return err;
     if (!(ii.inline_flags & (F2FS_INLINE_DATA | F2FS_INLINE_DENTRY)) && !S_ISCHR(ii.mode) &&
         !S_ISBLK(ii.mode))
-        err = data_truncate(fs, &ii, ipage, 0);
+        err = data_free_all(fs, &ii, ipage);
     if (!err && ii.xattr_nid)
         err = node_free(fs, ii.xattr_nid, ino);
     pcache_put(fs->cache, ipage);
@@ -121,18 +206,6 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
     return err;
 }
 
-int inode_release(struct f2fuse *fs, uint32_t ino)
-{
-    pthread_mutex_lock(&fs->open_lock);
-    struct open_inode *o = open_find(fs, ino);
-    bool free_it = false;
-    if (o && --o->opens == 0) {
-        free_it = o->unlinked;
-        *o = fs->open[--fs->nopen];
-    }
-    pthread_mutex_unlock(&fs->open_lock);
-    return free_it ? inode_free(fs, ino) : 0;
-}
 
 /* ---- creating ---- */
 
@@ -300,6 +373,8 @@ static int create_common(struct f2fuse *fs, uint32_t parent, const char *name, s
         pcache_mark_dirty(fs->cache, dpage);
         pcache_mark_dirty(fs->cache, ipage);
         err = inode_fill_attr(fs, &page_node(ipage)->i, &ii, out);
+        if (!err)
+            err = take_lookup_ref(fs, ii.ino);
     } else if (ipage) {
         /* Undo the half-made inode. */
         pcache_put(fs->cache, ipage);
@@ -378,6 +453,8 @@ int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *na
         pcache_mark_dirty(fs->cache, ipage);
         pcache_mark_dirty(fs->cache, dpage);
         err = inode_fill_attr(fs, &page_node(ipage)->i, &ii, out);
+        if (!err)
+            err = take_lookup_ref(fs, ino);
     }
     pcache_put(fs->cache, ipage);
     pcache_put(fs->cache, dpage);
@@ -464,6 +541,21 @@ static int remove_common(struct f2fuse *fs, uint32_t parent, const char *name, s
     pthread_rwlock_unlock(&fs->cp_lock);
     fs_after_change(fs);
     return err;
+}
+
+int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t n)
+{
+    if (!fs->opts.track_lookups || ino == fs->root_ino)
+        return 0;
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    int err = inode_forget(fs, ino, n);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    return err;
+}
+
+int inode_lookup_ref(struct f2fuse *fs, uint32_t ino)
+{
+    return take_lookup_ref(fs, ino);
 }
 
 int f2fuse_unlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len)

@@ -120,16 +120,23 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     e.ino = to_fuse(d, a.ino);
     e.generation = a.generation;
     attr_to_stat(d, &a, &e.attr);
-    fuse_reply_entry(req, &e);
+    if (fuse_reply_entry(req, &e) != 0)
+        f2fuse_forget(d->fs, a.ino, 1); /* the kernel never got the reference */
 }
 
+/* The kernel drops lookup references: an unlinked inode goes with its last one. */
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-    fuse_reply_none(req); /* no per-inode state is kept for the kernel's references */
+    struct daemon *d = daemon_of(req);
+    f2fuse_forget(d->fs, to_f2fs(d, ino), nlookup);
+    fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_data *forgets)
 {
+    struct daemon *d = daemon_of(req);
+    for (size_t i = 0; i < count_; i++)
+        f2fuse_forget(d->fs, to_f2fs(d, forgets[i].ino), forgets[i].nlookup);
     fuse_reply_none(req);
 }
 
@@ -285,7 +292,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
                                           .entry_timeout = CACHE_TIMEOUT};
             bool dots = strcmp(e->name, ".") == 0 || strcmp(e->name, "..") == 0;
             struct f2fuse_attr a;
-            if (!dots && f2fuse_getattr(d->fs, e->ino, &a) == 0) {
+            /* By name: the lookup takes the reference the kernel gets with the entry. */
+            bool found = !dots && f2fuse_lookup(d->fs, to_f2fs(d, ino), e->name,
+                                                strlen(e->name), &a) == 0;
+            if (found && a.ino != e->ino) { /* renamed over meanwhile: name only */
+                f2fuse_forget(d->fs, a.ino, 1);
+                found = false;
+            }
+            if (found) {
                 ep.ino = to_fuse(d, e->ino);
                 ep.generation = a.generation;
                 attr_to_stat(d, &a, &ep.attr);
@@ -379,7 +393,8 @@ static void reply_entry_attr(fuse_req_t req, struct daemon *d, const struct f2fu
     e.ino = to_fuse(d, a->ino);
     e.generation = a->generation;
     attr_to_stat(d, a, &e.attr);
-    fuse_reply_entry(req, &e);
+    if (fuse_reply_entry(req, &e) != 0)
+        f2fuse_forget(d->fs, a->ino, 1);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -419,8 +434,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     e.generation = a.generation;
     attr_to_stat(d, &a, &e.attr);
     fi->keep_cache = 1;
-    if (fuse_reply_create(req, &e, fi) == -ENOENT)
+    if (fuse_reply_create(req, &e, fi) != 0) {
         f2fuse_release(d->fs, a.ino);
+        f2fuse_forget(d->fs, a.ino, 1);
+    }
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -810,6 +827,7 @@ int mount_main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cmdline c = {0};
     f2fuse_options_init(&c.opts);
+    c.opts.track_lookups = true; /* the kernel's nodeids stay valid until it forgets them */
     if (fuse_opt_parse(&args, &c, NULL, opt_proc) != 0 || c.bad) {
         fuse_opt_free_args(&args);
         return 2;
