@@ -328,8 +328,7 @@ int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, ui
         discard_checkpoint(fs);
         seg_checkpoint_done(fs->seg);
         /* Everything is in this checkpoint now: every file may take the fsync fast path. */
-        if (fs->fsync_needs_cp)
-            memset(fs->fsync_needs_cp, 0, fs->max_nid / 8 + 1);
+        fsync_checkpointed(fs);
         memcpy(fs->cp_block, pack, F2FS_BLKSIZE);
         fs->cp_ver = version;
         fs->cp_start = start;

@@ -245,11 +245,27 @@ int f2fuse_release(struct f2fuse *fs, uint32_t ino)
     return err;
 }
 
+/* The bits are read without cp_lock (fsync's quick check), so every access is atomic;
+ * fsync_needs_cp_end bounds the bytes a checkpoint has to clear. */
 void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino)
 {
-    if (fs->fsync_needs_cp && ino < fs->max_nid)
-        __atomic_fetch_or(&fs->fsync_needs_cp[ino / 8], (uint8_t)(1u << (ino % 8)),
-                          __ATOMIC_RELAXED);
+    if (!fs->fsync_needs_cp || ino >= fs->max_nid)
+        return;
+    __atomic_fetch_or(&fs->fsync_needs_cp[ino / 8], (uint8_t)(1u << (ino % 8)),
+                      __ATOMIC_RELAXED);
+    uint32_t end = ino / 8 + 1, cur = __atomic_load_n(&fs->fsync_needs_cp_end, __ATOMIC_RELAXED);
+    while (cur < end && !__atomic_compare_exchange_n(&fs->fsync_needs_cp_end, &cur, end, true,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+void fsync_checkpointed(struct f2fuse *fs)
+{
+    if (!fs->fsync_needs_cp)
+        return;
+    uint32_t end = __atomic_exchange_n(&fs->fsync_needs_cp_end, 0, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < end; i++)
+        __atomic_store_n(&fs->fsync_needs_cp[i], 0, __ATOMIC_RELAXED);
 }
 
 static bool needs_checkpoint(struct f2fuse *fs, uint32_t ino)

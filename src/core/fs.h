@@ -89,6 +89,7 @@ struct f2fuse {
      * xattrs) since the last checkpoint make their fsync a checkpoint. */
     pthread_mutex_t fsync_lock;
     uint8_t *fsync_needs_cp; /* one bit per nid, cleared by each checkpoint */
+    uint32_t fsync_needs_cp_end; /* bytes of it that may have bits set */
     atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes;
 
     /* The checkpoint thread: commits every checkpoint_interval seconds when dirty. */
@@ -246,6 +247,7 @@ uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count);
 
 /* file.c */
 void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino);
+void fsync_checkpointed(struct f2fuse *fs); /* a checkpoint committed: all bits clear */
 
 /* recovery.c: replays what fsync wrote after the last checkpoint (roll-forward). */
 int recovery_run(struct f2fuse *fs);
