@@ -1,0 +1,1134 @@
+"""Shared code of the power-cut crash-consistency test (tests/integration/test_powercut).
+
+Python 3 stdlib only; builds on f2test.py (not edited here).
+
+The idea is littlefs's: run a seeded workload on a mount whose block layer cuts the power at
+the N-th device write (`-o powercut=N[,powercut_torn,powercut_seed=S]`, see src/blk/blk.h), for
+every N (or many), then mount again normally (roll-forward recovery and orphan cleanup run) and
+check that what the workload had made durable is there, and that nothing impossible is.
+
+What is here:
+  - read_stat()     the daemon's counters, straight from its control socket (fallback: `f2fuse stat`)
+  - State           the logical file system: path -> directory or inode id, inode id -> content
+  - Workload        a seeded random sequence of operations, generated from the model only, so the
+                    same seed gives the same operations in every run (the cut cannot change them)
+  - CutDaemon       the powercut mount: start, counters, wait for the cut, SIGKILL + `fusermount3 -uz`,
+                    clean unmount; a watchdog kills it when a call hangs
+  - run_workload()  runs the operations, reads the counters after each, and keeps the durability
+                    record: the last durable checkpoint and the fast fsyncs after it
+  - candidate worlds and check_tree(): what the recovered mount may look like, and the comparison
+  - run_case()      one cut: workload -> cut -> recover -> check -> unmount -> fsck -> mount ->
+                    re-check -> unmount -> fsck
+
+What counts as durable (the model, from docs/ARCHITECTURE.md): the daemon writes the device only
+in checkpoints (directory fsync, an fsync that cannot go fast, memory/space pressure, unmount;
+checkpoint_interval=0 turns the timer off) and in fast fsyncs (the file's data and nodes, then a
+flush). FUSE runs without writeback caching, so the daemon holds every write(2) once it returns.
+After each operation the test reads the counters: when the cut has not begun yet
+(blk.powercut.cut == 0 and blk.powercut.dropped_writes == 0: the cutting write itself counts as
+dropped, so this also excludes a cut still waiting for writes in flight), every flush of that
+operation completed before the cut, so
+  - an operation that wrote a checkpoint (checkpoint.written went up) made the whole state after
+    it durable (the state before it too, for a pressure checkpoint taken before a change), and
+  - an fsync/fdatasync that went fast (fsync.fast went up) made its file's content durable.
+The operation during which the cut began (op k) is uncertain. After the cut the recovered image
+must equal one of these "worlds" exactly (names, types, hard-link groups, nlink, sizes, bytes):
+  W1  the last durable checkpoint, with every durable fast fsync after it replayed
+  W2  W1 plus op k's fsync replayed (op k was an fsync that went fast)
+  W3  the state before op k (op k wrote a checkpoint that committed)
+  W4  the state after op k (same, for an operation that changes something)
+  Wu  a cut during the unmount's final checkpoint: W1 or the final state.
+This implies the brief's rule (a file fsync'ed with no write since holds exactly its fsync'ed
+content; one written again holds one of its states since; fsync'ed directories exist), and is
+stricter: files never synced cannot appear from nowhere. A failure says which rule broke.
+"""
+
+import errno
+import hashlib
+import os
+import random
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import f2test as T      # noqa: E402
+
+log = T.log
+J = os.path.join
+KiB = 1024
+MiB = 1 << 20
+DIR = "dir"
+CUT_LOG = "power cut emulated at write"
+
+OP_TIMEOUT = 30         # one workload operation (a checkpoint of a few MiB takes well under 1 s)
+MOUNT_TIMEOUT = 30      # a mount must be live within this (recovery included)
+CHECK_TIMEOUT = 120     # reading back the whole tree
+
+
+# ------------------------------------------------------------------------------------------------
+# counters
+
+def ctl_address(mnt):
+    """The abstract socket of a mount's control server (src/fuse/ctl.c: FNV-1a of the real path)."""
+    h = 0xcbf29ce484222325
+    for b in os.fsencode(os.path.realpath(mnt)):
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return b"\0f2fuse-ctl:%016x" % h
+
+
+def parse_stat(text):
+    res = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                res[parts[0]] = int(parts[1])
+            except ValueError:
+                pass
+    return res
+
+
+class StatError(Exception):
+    pass
+
+
+def read_stat(mnt, binary=None, timeout=10):
+    """Counters of the mount at mnt as {name: int}. Uses the control socket directly (a few
+    hundred microseconds instead of a process start); `binary stat` when that fails."""
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(ctl_address(mnt))
+            s.sendall(b"stat\n")
+            chunks = []
+            while True:
+                c = s.recv(65536)
+                if not c:
+                    break
+                chunks.append(c)
+        finally:
+            s.close()
+        text = b"".join(chunks).decode("utf-8", "replace")
+        if text.startswith("error:"):
+            raise StatError(text.strip())
+        res = parse_stat(text)
+        if "blk.write.ops" in res:
+            return res
+    except (OSError, socket.timeout):
+        pass
+    if binary is None:
+        binary = T.F2FUSE_BIN
+    try:
+        p = subprocess.run([binary, "stat", mnt], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise StatError("f2fuse stat %s timed out after %ds" % (mnt, timeout))
+    res = parse_stat(p.stdout.decode("utf-8", "replace"))
+    if p.returncode != 0 or "blk.write.ops" not in res:
+        raise StatError("f2fuse stat %s: exit %d: %s" % (mnt, p.returncode,
+                                                         p.stdout.decode(errors="replace")[-300:]))
+    return res
+
+
+def cut_began(st):
+    return st.get("blk.powercut.cut", 0) != 0 or st.get("blk.powercut.dropped_writes", 0) != 0
+
+
+# ------------------------------------------------------------------------------------------------
+# the model
+
+class State:
+    """ns: relative path (str, no leading slash) -> DIR or inode id; data: inode id -> bytes."""
+
+    def __init__(self, ns=None, data=None):
+        self.ns = dict(ns or {})
+        self.data = dict(data or {})
+
+    def copy(self):
+        return State(self.ns, self.data)
+
+    def overlay(self, fast):
+        s = self.copy()
+        s.data.update(fast)
+        return s
+
+    def files(self):
+        return sorted(p for p, v in self.ns.items() if v != DIR)
+
+    def dirs(self):
+        return [""] + sorted(p for p, v in self.ns.items() if v == DIR)
+
+    def names_of(self, ino):
+        return sorted(p for p, v in self.ns.items() if v == ino)
+
+
+def digest(b):
+    return hashlib.sha1(b).hexdigest()[:12]
+
+
+def splice(old, off, data):
+    if off > len(old):
+        old = old + bytes(off - len(old))
+    return old[:off] + data + old[off + len(data):]
+
+
+def resize(old, size):
+    return old[:size] if size <= len(old) else old + bytes(size - len(old))
+
+
+class Op:
+    """One operation: kind, its arguments, and what it does to the model."""
+
+    def __init__(self, idx, kind, **kw):
+        self.idx, self.kind, self.kw = idx, kind, kw
+
+    def __getattr__(self, k):
+        try:
+            return self.__dict__["kw"][k]
+        except KeyError:
+            raise AttributeError(k)
+
+    def is_fsync(self):
+        return self.kind in ("fsync", "fdatasync", "fsync_fd")
+
+    def mutates(self):
+        return self.kind not in ("fsync", "fdatasync", "fsync_fd", "fsyncdir", "sleep0", "hold",
+                                 "release")
+
+    def desc(self):
+        k = self.kw
+        if self.kind in ("create",):
+            return "create %s (%d bytes)" % (k["path"], len(k["data"]))
+        if self.kind in ("write", "append"):
+            return "%s %s @%d +%d" % (self.kind, k["path"], k["off"], len(k["data"]))
+        if self.kind == "write_fd":
+            return "write_fd #%d (ino %d) @%d +%d" % (k["slot"], k["ino"], k["off"], len(k["data"]))
+        if self.kind == "truncate":
+            return "truncate %s -> %d" % (k["path"], k["size"])
+        if self.kind in ("fsync", "fdatasync"):
+            return "%s %s" % (self.kind, k["path"])
+        if self.kind == "fsync_fd":
+            return "fsync_fd #%d (ino %d)" % (k["slot"], k["ino"])
+        if self.kind == "fsyncdir":
+            return "fsyncdir /%s" % k["path"]
+        if self.kind in ("rename", "link"):
+            return "%s %s -> %s" % (self.kind, k["src"], k["dst"])
+        if self.kind in ("unlink", "mkdir"):
+            return "%s %s" % (self.kind, k["path"])
+        if self.kind == "hold":
+            return "hold #%d %s" % (k["slot"], k["path"])
+        if self.kind == "release":
+            return "release #%d" % k["slot"]
+        return self.kind
+
+
+class Workload:
+    """A seeded operation sequence. Every choice depends only on the seed and the model, so the
+    learning run and every cut run perform the same operations in the same order."""
+
+    WEIGHTS = [("create", 12), ("write", 16), ("append", 9), ("fsync", 16), ("fdatasync", 5),
+               ("fsyncdir", 6), ("truncate", 5), ("rename", 5), ("unlink", 4), ("mkdir", 2),
+               ("link", 3), ("hold", 2), ("release", 2), ("write_fd", 3), ("fsync_fd", 2),
+               ("sleep0", 2)]
+    MAX_FILE = 2 * MiB
+    MAX_HELD = 3
+
+    def __init__(self, seed, nops, kind="small"):
+        self.seed, self.nops, self.kind = seed, nops, kind
+
+    def ops(self):
+        """Yields Op objects; the caller applies each to the model (apply) before asking for the
+        next one."""
+        rng = random.Random("f2powercut-%s-%d" % (self.kind, self.seed))
+        self.model = State()
+        self.held = {}          # slot -> inode id
+        self.recent = []        # paths written lately
+        self.cp_ns = {}         # the names at the last directory fsync
+        self.next_slot = 0
+        self.counter = 100      # above the setup's names
+        setup = [("mkdir", "d0"), ("mkdir", "d1"), ("create", "d0/f0"), ("create", "d1/f1"),
+                 ("fsyncdir", "")]
+        total = 0
+        for kind, path in setup:
+            if kind == "create":
+                op = Op(total, "create", path=path, data=rng.randbytes(self._len(rng)))
+            else:
+                op = Op(total, kind, path=path)
+            yield op
+            total += 1
+        names = [k for k, w in self.WEIGHTS]
+        weights = [w for k, w in self.WEIGHTS]
+        if self.kind == "small":    # few operations: fewer new files, more rewriting of old ones
+            weights = [w // 2 if k == "create" else w for k, w in self.WEIGHTS]
+        while total < self.nops:
+            op = None
+            for _ in range(50):
+                op = self._make(rng, rng.choices(names, weights)[0], total)
+                if op is not None:
+                    break
+            if op is None:
+                op = Op(total, "sleep0")
+            yield op
+            total += 1
+
+    def _name(self, prefix):
+        self.counter += 1
+        return "%s%d" % (prefix, self.counter)
+
+    def _len(self, rng):
+        r = rng.random()
+        if r < 0.45:
+            return rng.randint(1, 4096)
+        if r < 0.8:
+            return rng.randint(4097, 32 * KiB)
+        return rng.randint(32 * KiB, 200 * KiB)
+
+    def _off(self, rng, size, n):
+        r = rng.random()
+        if r < 0.5 or size == 0:
+            off = rng.randint(0, size)
+        elif r < 0.8:
+            off = rng.randrange(0, size // 4096 + 1) * 4096
+        else:
+            off = size + rng.randint(1, 600 * KiB)     # sparse: a hole before the data
+        if off + n > self.MAX_FILE:
+            off = rng.randint(0, max(0, self.MAX_FILE - n))
+        return off
+
+    def _make(self, rng, kind, idx):
+        m = self.model
+        files, dirs = m.files(), m.dirs()
+        if kind == "create":
+            d = rng.choice(dirs)
+            data = b"" if rng.random() < 0.1 else rng.randbytes(self._len(rng))
+            return Op(idx, kind, path=J(d, self._name("f")) if d else self._name("f"), data=data)
+        if kind == "mkdir":
+            if len(dirs) > 6:
+                return None
+            d = rng.choice(dirs)
+            return Op(idx, kind, path=J(d, self._name("d")) if d else self._name("d"))
+        if kind == "fsyncdir":
+            return Op(idx, kind, path=rng.choice(dirs))
+        if kind == "sleep0":
+            return Op(idx, kind)
+        if kind == "release":
+            if not self.held:
+                return None
+            return Op(idx, kind, slot=rng.choice(sorted(self.held)))
+        if kind in ("write_fd", "fsync_fd"):
+            if not self.held:
+                return None
+            slot = rng.choice(sorted(self.held))
+            ino = self.held[slot]
+            if kind == "fsync_fd":
+                return Op(idx, kind, slot=slot, ino=ino)
+            n = self._len(rng)
+            return Op(idx, kind, slot=slot, ino=ino, off=self._off(rng, len(m.data[ino]), n),
+                      data=rng.randbytes(n))
+        if not files:
+            return None
+        p = rng.choice(files)
+        ino = m.ns[p]
+        size = len(m.data[ino])
+        if kind in ("write", "append") and rng.random() < 0.6:
+            # mostly a file the last directory fsync (a checkpoint) saw, so that its next fsync
+            # goes fast and carries data
+            incp = [q for q in files if self.cp_ns.get(q) == m.ns[q]]
+            if incp:
+                p = rng.choice(incp)
+                ino = m.ns[p]
+                size = len(m.data[ino])
+        if kind == "write":
+            n = self._len(rng)
+            return Op(idx, kind, path=p, off=self._off(rng, size, n), data=rng.randbytes(n))
+        if kind == "append":
+            n = self._len(rng)
+            if size + n > self.MAX_FILE:
+                return None
+            return Op(idx, kind, path=p, off=size, data=rng.randbytes(n))
+        if kind in ("fsync", "fdatasync"):
+            # mostly a file written lately, so that fast fsyncs carry data
+            recent = [q for q in self.recent if q in m.ns and m.ns[q] != DIR]
+            if recent and rng.random() < 0.7:
+                p = rng.choice(recent)
+            return Op(idx, kind, path=p)
+        if kind == "unlink":
+            return Op(idx, kind, path=p)
+        if kind == "truncate":
+            if size and rng.random() < 0.6:
+                new = rng.randint(0, size - 1)
+            else:
+                new = min(self.MAX_FILE, size + rng.randint(1, 300 * KiB))
+            return Op(idx, kind, path=p, size=new)
+        if kind in ("rename", "link"):
+            others = [q for q in files if m.ns[q] != ino]
+            if kind == "rename" and others and rng.random() < 0.3:
+                dst = rng.choice(others)             # replaces a file
+            else:
+                d = rng.choice(dirs)
+                dst = J(d, self._name("f")) if d else self._name("f")
+            return Op(idx, kind, src=p, dst=dst)
+        if kind == "hold":
+            if len(self.held) >= self.MAX_HELD:
+                return None
+            self.next_slot += 1
+            return Op(idx, kind, slot=self.next_slot, path=p, ino=ino)
+        raise AssertionError(kind)
+
+    def apply(self, op):
+        """The operation's effect on the model (and on the held-descriptor table)."""
+        m = self.model
+        k = op.kind
+        if k == "create":
+            ino = op.idx
+            m.ns[op.path] = ino
+            m.data[ino] = op.data
+            self.recent = (self.recent + [op.path])[-3:]
+        elif k == "mkdir":
+            m.ns[op.path] = DIR
+        elif k in ("write", "append"):
+            ino = m.ns[op.path]
+            m.data[ino] = splice(m.data[ino], op.off, op.data)
+            self.recent = (self.recent + [op.path])[-3:]
+        elif k == "write_fd":
+            m.data[op.ino] = splice(m.data[op.ino], op.off, op.data)
+        elif k == "truncate":
+            ino = m.ns[op.path]
+            m.data[ino] = resize(m.data[ino], op.size)
+            self.recent = (self.recent + [op.path])[-3:]
+        elif k == "rename":
+            m.ns[op.dst] = m.ns.pop(op.src)
+        elif k == "link":
+            m.ns[op.dst] = m.ns[op.src]
+        elif k == "unlink":
+            del m.ns[op.path]
+        elif k == "fsyncdir":
+            self.cp_ns = dict(m.ns)
+        elif k == "hold":
+            self.held[op.slot] = op.ino
+        elif k == "release":
+            del self.held[op.slot]
+
+    def target(self, op):
+        """The inode an fsync-type operation syncs."""
+        if op.kind == "fsync_fd":
+            return op.ino
+        return self.model.ns[op.path]
+
+
+# ------------------------------------------------------------------------------------------------
+# performing an operation on the mount
+
+def _write_all(fd, data, off):
+    done = 0
+    while done < len(data):
+        n = os.pwrite(fd, data[done:], off + done)
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        done += n
+
+
+def perform(op, mnt, fds):
+    """Does op on the mounted file system. fds: slot -> open descriptor (held files)."""
+    k = op.kind
+    P = (lambda p: J(mnt, p) if p else mnt)
+    if k == "create":
+        fd = os.open(P(op.path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        try:
+            if op.data:
+                _write_all(fd, op.data, 0)
+        finally:
+            os.close(fd)
+    elif k == "mkdir":
+        os.mkdir(P(op.path))
+    elif k in ("write", "append"):
+        fd = os.open(P(op.path), os.O_WRONLY)
+        try:
+            _write_all(fd, op.data, op.off)
+        finally:
+            os.close(fd)
+    elif k == "write_fd":
+        _write_all(fds[op.slot], op.data, op.off)
+    elif k == "truncate":
+        os.truncate(P(op.path), op.size)
+    elif k in ("fsync", "fdatasync"):
+        fd = os.open(P(op.path), os.O_RDWR)
+        try:
+            (os.fsync if k == "fsync" else os.fdatasync)(fd)
+        finally:
+            os.close(fd)
+    elif k == "fsync_fd":
+        os.fsync(fds[op.slot])
+    elif k == "fsyncdir":
+        fd = os.open(P(op.path), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    elif k == "rename":
+        os.rename(P(op.src), P(op.dst))
+    elif k == "link":
+        os.link(P(op.src), P(op.dst))
+    elif k == "unlink":
+        os.unlink(P(op.path))
+    elif k == "hold":
+        fds[op.slot] = os.open(P(op.path), os.O_RDWR)
+    elif k == "release":
+        os.close(fds.pop(op.slot))
+    elif k == "sleep0":
+        time.sleep(0)
+    else:
+        raise AssertionError(k)
+
+
+# ------------------------------------------------------------------------------------------------
+# the power-cut mount
+
+class Watchdog:
+    """Kills a process when armed for too long (a hung FUSE request then fails with ENOTCONN)."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.fired = None
+        self._t = None
+
+    def arm(self, seconds, what):
+        self.disarm()
+
+        def fire():
+            self.fired = what
+            log("WATCHDOG: %s took over %ds; killing the daemon" % (what, seconds))
+            try:
+                self.proc.send_signal(signal.SIGKILL)
+            except OSError:
+                pass
+        self._t = threading.Timer(seconds, fire)
+        self._t.daemon = True
+        self._t.start()
+
+    def disarm(self):
+        if self._t:
+            self._t.cancel()
+            self._t = None
+
+
+class DaemonError(Exception):
+    pass
+
+
+class CutDaemon:
+    """`f2fuse -f -o OPTS IMG MNT` started by hand: it is meant to be SIGKILLed after the cut."""
+
+    def __init__(self, binary, img, mnt, opts, errpath, env=None):
+        self.binary, self.img, self.mnt, self.opts = binary, img, mnt, opts
+        self.errpath = errpath
+        os.makedirs(mnt, exist_ok=True)
+        self.argv = [binary, "-f", "-o", opts, img, mnt]
+        with open(errpath, "wb") as ef:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=ef, env=env)
+        self.dog = Watchdog(self.proc)
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not T.is_mounted(mnt):
+            if self.proc.poll() is not None:
+                raise DaemonError("powercut daemon exited %s before the mount was live: %s" %
+                                  (self.proc.returncode, T.tail(self.stderr(), 6)))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise DaemonError("powercut daemon: no mount after %ds" % MOUNT_TIMEOUT)
+            time.sleep(0.005)
+
+    def stderr(self):
+        return T._read(self.errpath)
+
+    def stat(self):
+        return read_stat(self.mnt, self.binary)
+
+    def wait_cut(self, timeout=20):
+        """Waits until the device holds its post-cut content; returns the counters."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.stat()
+            if st.get("blk.powercut.cut"):
+                return st
+            if time.monotonic() > deadline:
+                raise DaemonError("the cut began (dropped_writes %d) but blk.powercut.cut stayed 0 "
+                                  "for %ds" % (st.get("blk.powercut.dropped_writes", -1), timeout))
+            time.sleep(0.005)
+
+    def kill(self):
+        """SIGKILL, reap, lazy unmount. Returns the exit status (negative: a signal)."""
+        self.dog.disarm()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            pass
+        if T.is_mounted(self.mnt):
+            subprocess.run(["fusermount3", "-uz", self.mnt], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        return self.proc.returncode
+
+    def unmount(self, timeout=60):
+        """Clean unmount: fusermount3 -u, then wait for the daemon to exit (its final checkpoint).
+        Returns (exit status, problem or None)."""
+        self.dog.disarm()
+        problem = None
+        p = subprocess.run(["fusermount3", "-u", self.mnt], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=30)
+        if p.returncode != 0:
+            problem = "fusermount3 -u failed: %s" % p.stdout.decode(errors="replace").strip()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            problem = "daemon still running %ds after the unmount (hang)" % timeout
+            self.kill()
+        if T.is_mounted(self.mnt):
+            subprocess.run(["fusermount3", "-uz", self.mnt], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        return self.proc.returncode, problem
+
+
+# ------------------------------------------------------------------------------------------------
+# running the workload with the durability record
+
+class Record:
+    """What the run learned: the durable checkpoint candidates (d_alts), the durable fast fsyncs
+    since (fast: inode -> content), and where the cut fell."""
+
+    def __init__(self):
+        self.d_alts = [State()]     # the base image: nothing of ours
+        self.d_op = None            # the operation whose checkpoint is the last durable one
+        self.fast = {}
+        self.fast_ops = []
+        self.synced = set()         # inodes whose fsync/fdatasync returned durably
+        self.op_writes = []         # blk.write.ops after each operation
+        self.cut_op = None          # the Op during which the cut began
+        self.cut_pre = None         # model before it
+        self.cut_post = None        # model after it
+        self.cut_target = None      # inode it fsync'ed
+        self.cut_stat_delta = {}
+        self.final = None           # model at the end (no cut during the operations)
+        self.cut_at_unmount = False
+        self.error = None           # a failure during the workload
+        self.ops_done = 0
+        self.odd = []               # unexpected things (device writes outside checkpoints...)
+
+
+DELTA_KEYS = ("checkpoint.written", "checkpoint.requests", "fsync.fast", "fsync.checkpoint",
+              "blk.write.ops", "blk.flush.ops")
+
+
+def run_workload(wl, daemon, rec, verbose=False):
+    """Runs the workload on daemon's mount until it ends or the cut begins. Fills rec."""
+    fds = {}
+    mnt = daemon.mnt
+    try:
+        st0 = daemon.stat()
+    except StatError as e:
+        rec.error = "cannot read counters: %s" % e
+        return fds
+    if cut_began(st0):
+        rec.error = "the cut began before any operation (at mount)"
+        return fds
+    gen = wl.ops()
+    for op in gen:
+        pre = wl.model.copy()
+        target = wl.target(op) if op.is_fsync() else None
+        daemon.dog.arm(OP_TIMEOUT, "op %d (%s)" % (op.idx, op.desc()))
+        err = None
+        try:
+            perform(op, mnt, fds)
+        except OSError as e:
+            err = e
+        daemon.dog.disarm()
+        wl.apply(op)
+        post = wl.model.copy()
+        try:
+            st1 = daemon.stat()
+        except StatError as e:
+            rec.error = "op %d (%s): counters unreadable afterwards: %s%s" % (
+                op.idx, op.desc(), e, " (the op failed: %s)" % err if err else "")
+            if daemon.dog.fired:
+                rec.error += "; the watchdog fired: the op hung"
+            return fds
+        delta = dict((k, st1.get(k, 0) - st0.get(k, 0)) for k in DELTA_KEYS)
+        rec.ops_done = op.idx + 1
+        if cut_began(st1):
+            rec.cut_op, rec.cut_pre, rec.cut_post, rec.cut_target = op, pre, post, target
+            rec.cut_stat_delta = delta
+            if verbose:
+                log("   op %d %s: cut began (%s)" % (op.idx, op.desc(), delta))
+            return fds
+        if err is not None:
+            rec.error = "op %d (%s) failed before the cut: %s" % (op.idx, op.desc(), err)
+            return fds
+        rec.op_writes.append(st1.get("blk.write.ops", 0))
+        if delta["checkpoint.written"] > 0:
+            # durable: the whole state after the op; before it as well when a pressure/space
+            # checkpoint ran ahead of the op's change
+            rec.d_alts = [post] if not op.mutates() else [pre, post]
+            rec.d_op = op
+            rec.fast = {}
+            rec.fast_ops = []
+            if not op.is_fsync() and not op.kind == "fsyncdir":
+                rec.odd.append("op %d (%s) wrote a checkpoint" % (op.idx, op.desc()))
+        if op.is_fsync():
+            rec.synced.add(target)
+            if delta["fsync.fast"] > 0 and delta["checkpoint.written"] == 0:
+                rec.fast[target] = post.data[target]
+                rec.fast_ops.append(op.idx)
+        elif delta["blk.write.ops"] and delta["checkpoint.written"] == 0 and op.kind != "fsyncdir":
+            rec.odd.append("op %d (%s) wrote %d blocks without a checkpoint" %
+                           (op.idx, op.desc(), delta["blk.write.ops"]))
+        if verbose:
+            log("   op %d %s: %s" % (op.idx, op.desc(), delta))
+        st0 = st1
+    rec.final = wl.model.copy()
+    return fds
+
+
+def candidate_worlds(rec):
+    """[(name, State)] the recovered mount may equal."""
+    worlds = []
+    for i, d in enumerate(rec.d_alts):
+        tag = "" if len(rec.d_alts) == 1 else "/%s" % ("pre", "post")[i]
+        worlds.append(("W1%s" % tag, d.overlay(rec.fast)))
+    op = rec.cut_op
+    if op is not None:
+        dl = rec.cut_stat_delta
+        if op.is_fsync() and dl.get("fsync.fast", 0) > 0 and rec.cut_target is not None:
+            f2 = dict(rec.fast)
+            f2[rec.cut_target] = rec.cut_post.data[rec.cut_target]
+            for i, d in enumerate(rec.d_alts):
+                worlds.append(("W2", d.overlay(f2)))
+        if dl.get("checkpoint.written", 0) > 0 or dl.get("checkpoint.requests", 0) > 0:
+            worlds.append(("W3", rec.cut_pre))
+            if op.mutates():
+                worlds.append(("W4", rec.cut_post))
+    elif rec.final is not None:
+        worlds.append(("Wfinal", rec.final))
+    return worlds
+
+
+# ------------------------------------------------------------------------------------------------
+# reading back and comparing
+
+def read_tree(mnt):
+    """{relpath: (DIR,) | ("f", st_ino, nlink, size, bytes) | ("other", mode)}; lost+found at the
+    root is left out."""
+    res = {}
+
+    def walk(rel):
+        full = J(mnt, rel) if rel else mnt
+        for name in sorted(os.listdir(full)):
+            if not rel and name == "lost+found":
+                continue
+            r = J(rel, name) if rel else name
+            st = os.lstat(J(mnt, r))
+            if stat.S_ISDIR(st.st_mode):
+                res[r] = (DIR,)
+                walk(r)
+            elif stat.S_ISREG(st.st_mode):
+                with open(J(mnt, r), "rb", buffering=0) as f:
+                    data = f.read()
+                    while True:
+                        more = f.read()
+                        if not more:
+                            break
+                        data += more
+                res[r] = ("f", st.st_ino, st.st_nlink, st.st_size, data)
+            else:
+                res[r] = ("other", st.st_mode)
+    walk("")
+    return res
+
+
+def first_diff(a, b):
+    n = min(len(a), len(b))
+    for i in range(0, n, 4096):
+        if a[i:i + 4096] != b[i:i + 4096]:
+            for j in range(i, min(n, i + 4096)):
+                if a[j] != b[j]:
+                    return j
+    return n if len(a) != len(b) else -1
+
+
+def world_diff(actual, world, limit=8):
+    """Differences between the tree read back and a world; [] when equal."""
+    out = []
+    exp_paths, act_paths = set(world.ns), set(actual)
+    for p in sorted(exp_paths - act_paths):
+        out.append("missing %s %s" % ("directory" if world.ns[p] == DIR else "file", p))
+    for p in sorted(act_paths - exp_paths):
+        out.append("unexpected %s %s" % ("directory" if actual[p][0] == DIR else "entry", p))
+    groups = {}
+    for p in sorted(exp_paths & act_paths):
+        w, a = world.ns[p], actual[p]
+        if w == DIR:
+            if a[0] != DIR:
+                out.append("%s: directory expected, found %s" % (p, a[0]))
+            continue
+        if a[0] != "f":
+            out.append("%s: regular file expected, found %s" % (p, a[0]))
+            continue
+        want = world.data[w]
+        got = a[4]
+        if a[3] != len(want) or got != want:
+            fd = first_diff(want, got)
+            out.append("%s: size %d (expected %d), content %s" % (
+                p, a[3], len(want), "equal" if got == want else "differs from byte %d" % fd))
+        groups.setdefault(w, set()).add(a[1])
+    # hard links: one st_ino per model inode, different model inodes -> different st_ino,
+    # nlink = names
+    seen = {}
+    for w, inos in groups.items():
+        names = world.names_of(w)
+        if len(inos) != 1:
+            out.append("names %s are one file, found as inodes %s" % (names, sorted(inos)))
+            continue
+        i = next(iter(inos))
+        if i in seen:
+            out.append("names %s and %s are different files, found as one inode %d" %
+                       (names, world.names_of(seen[i]), i))
+        seen[i] = w
+        nl = actual[names[0]][2] if names[0] in actual else None
+        if nl is not None and nl != len(names):
+            out.append("%s: nlink %d, expected %d" % (names[0], nl, len(names)))
+    return out[:limit] + (["... %d more" % (len(out) - limit)] if len(out) > limit else [])
+
+
+def durability_violations(actual, rec):
+    """The brief's rule, looser than the worlds: for each inode whose last fsync returned
+    durably, the content must be one of its states since (W1's content, or anything later the
+    workload wrote — here: the model state before/after the cut op); checkpointed directories
+    must exist. Returns a list of strings (empty: the rule holds)."""
+    out = []
+    base = rec.d_alts[-1].overlay(rec.fast)
+    later = [s for s in (rec.cut_pre, rec.cut_post, rec.final) if s is not None]
+    for p, v in sorted(base.ns.items()):
+        if v == DIR:
+            if p not in actual or actual[p][0] != DIR:
+                ok = any(s.ns.get(p) != DIR for s in later)
+                if not ok:
+                    out.append("checkpointed directory %s is missing" % p)
+            continue
+        if v not in rec.synced:
+            continue
+        a = actual.get(p)
+        if a is None or a[0] != "f":
+            if all(s.ns.get(p) == v for s in later):
+                out.append("fsync'ed file %s is missing" % p)
+            continue
+        okv = [base.data[v]] + [s.data[v] for s in later if v in s.data]
+        if a[4] not in okv:
+            out.append("fsync'ed file %s: size %d holds none of its states since the fsync "
+                       "(expected %d bytes, first diff at %d)" %
+                       (p, a[3], len(base.data[v]), first_diff(base.data[v], a[4])))
+    return out
+
+
+def match_worlds(actual, worlds):
+    """(name of the first world that equals actual, or None; {name: diffs})."""
+    diffs = {}
+    for name, w in worlds:
+        d = world_diff(actual, w)
+        if not d:
+            return name, diffs
+        diffs.setdefault(name, d)
+    return None, diffs
+
+
+def count_synced(actual, world, rec):
+    """Files of the matched world whose content an fsync had made durable."""
+    return sum(1 for p, v in world.ns.items() if v != DIR and v in rec.synced and p in actual)
+
+
+# ------------------------------------------------------------------------------------------------
+# one cut
+
+class Totals:
+    def __init__(self):
+        self.cuts = 0               # runs with a cut point (learning runs not counted)
+        self.cut_in_ops = 0
+        self.cut_at_unmount = 0
+        self.no_cut = 0
+        self.torn = 0
+        self.synced_verified = 0
+        self.files_verified = 0
+        self.replayed = 0           # recoveries with recovery.inodes > 0
+        self.fsck_runs = 0
+        self.worlds = {}
+        self.failed_cases = []      # replay commands
+        self.san_recoveries = 0
+        self.odd = set()
+        self.kinds = {}             # failure kind -> [replay commands]
+
+
+def replay_cmd(wl, cut, torn_seed):
+    me = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_powercut"),
+                         T.ROOT)
+    return "F2FUSE_SEED=%d %s --workload %s --ops %d --cut %d%s" % (
+        wl.seed, me, wl.kind, wl.nops, cut, " --torn-seed %d" % torn_seed if torn_seed is not None
+        else "")
+
+
+def close_fds(fds):
+    for fd in list(fds.values()):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    fds.clear()
+
+
+def run_case(base, wd, wl, cut, torn_seed, chk, tot, san=False, learn=False, verbose=False,
+             quiet=False):
+    """run_case_inner, with any exception of the test itself reported as a failure (and every
+    daemon it started killed, every mount under wd undone)."""
+    holder = {}
+    nfail0 = len(chk.failures)
+    try:
+        return _run_case(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, quiet, holder)
+    finally:
+        for f in chk.failures[nfail0:]:
+            tot.kinds.setdefault(failure_kind(f), []).append(
+                "learning run of %s seed %d" % (wl.kind, wl.seed) if learn
+                else replay_cmd(wl, cut, torn_seed))
+
+
+def failure_kind(msg):
+    """A failure message without its context, numbers and replay line: groups like failures."""
+    import re
+    lines = [l for l in msg.split("\n") if l.strip() and "replay:" not in l]
+    head = re.sub(r"^\[[^]]*\] ", "", lines[0]) if lines else msg
+    detail = ""
+    for l in lines[1:]:
+        if l.strip().startswith(("vs ", "last durable")):
+            continue
+        detail = l.strip()
+        break
+    text = re.sub(r"\S*/mnt/", "mnt/", head + " | " + detail)
+    return re.sub(r"(?<![A-Za-z])\d+", "N", text)[:220]
+
+
+def _run_case(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, quiet, holder):
+    try:
+        rec = run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, quiet,
+                             holder)
+        if not hasattr(rec, "ok"):      # an early return: the failure is recorded already
+            rec.ok, rec.where = False, "aborted"
+            if not learn:
+                tot.cuts += 1
+                tot.torn += torn_seed is not None
+                tot.failed_cases.append(replay_cmd(wl, cut, torn_seed))
+            log("FAIL  %s seed %d cut %s%s: aborted (see above)" % (
+                wl.kind, wl.seed, cut, " torn/%d" % torn_seed if torn_seed is not None else ""))
+            chk.context = ""
+            T._unmount_all_under(wd)
+        return rec
+    except Exception:
+        import traceback
+        chk.fail("test error in %s seed %d cut %s: %s\n    replay: %s" % (
+            wl.kind, wl.seed, cut, traceback.format_exc(), replay_cmd(wl, cut, torn_seed)))
+        d = holder.get("daemon")
+        if d is not None:
+            d.kill()
+        T._unmount_all_under(wd)
+        if not learn:
+            tot.cuts += 1
+            tot.failed_cases.append(replay_cmd(wl, cut, torn_seed))
+        rec = holder.get("rec") or Record()
+        rec.ok = False
+        rec.where = "error"
+        return rec
+
+
+def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, quiet, holder):
+    """One run: cut at device write `cut` (torn with powercut_seed=torn_seed unless None).
+    learn=True: no cut (powercut=10**9, armed so every write is counted as in the cut runs);
+    returns the Record (op_writes, and `unmount_estimate`: writes of one extra checkpoint)."""
+    t0 = time.monotonic()
+    img, mnt = J(wd, "img"), J(wd, "mnt")
+    subprocess.run(["cp", "--sparse=always", base, img], check=True, timeout=60)
+    opts = "rw,checkpoint_interval=0,powercut=%d" % (10 ** 9 if learn else cut)
+    if torn_seed is not None:
+        opts += ",powercut_torn,powercut_seed=%d" % torn_seed
+    label = "learn" if learn else "cut %d%s" % (cut, " torn/%d" % torn_seed if torn_seed is not None
+                                                 else "")
+    chk.context = "%s seed %d %s" % (wl.kind, wl.seed, label)
+    replay = None if learn else replay_cmd(wl, cut, torn_seed)
+    nfail0 = len(chk.failures)
+    rec = Record()
+    holder["rec"] = rec
+
+    def fail(msg):
+        chk.fail(msg + ("\n    replay: %s" % replay if replay else ""))
+
+    try:
+        daemon = CutDaemon(T.F2FUSE_BIN, img, mnt, opts, J(wd, "cut.stderr"))
+        holder["daemon"] = daemon
+    except DaemonError as e:
+        fail(str(e))
+        return rec
+    fds = run_workload(wl, daemon, rec, verbose=verbose)
+    where = None
+    if rec.error:
+        fail(rec.error)
+        daemon.kill()
+        close_fds(fds)
+        return rec
+    if rec.cut_op is not None:
+        try:
+            daemon.wait_cut()
+        except (DaemonError, StatError) as e:
+            fail("op %d (%s): %s" % (rec.cut_op.idx, rec.cut_op.desc(), e))
+            daemon.kill()
+            close_fds(fds)
+            return rec
+        rc = daemon.kill()
+        close_fds(fds)
+        if rc != -signal.SIGKILL:
+            fail("the powercut daemon exited by itself (status %s) before the SIGKILL:\n%s" %
+                 (rc, T.tail(daemon.stderr(), 10)))
+        where = "op %d %s" % (rec.cut_op.idx, rec.cut_op.desc())
+        tot.cut_in_ops += not learn
+    else:
+        if learn:
+            # the unmount's checkpoint writes about what one more checkpoint writes now
+            try:
+                s0 = daemon.stat()
+                fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+                os.fsync(fd)
+                os.close(fd)
+                s1 = daemon.stat()
+                rec.unmount_estimate = s1["blk.write.ops"] - s0["blk.write.ops"]
+            except (OSError, StatError) as e:
+                fail("learning run: the extra checkpoint failed: %s" % e)
+                rec.unmount_estimate = 0
+        close_fds(fds)
+        rc, problem = daemon.unmount()
+        if problem:
+            fail(problem + "\n" + T.tail(daemon.stderr(), 10))
+        elif rc != 0:
+            fail("the powercut daemon exited %s at unmount:\n%s" % (rc, T.tail(daemon.stderr(), 10)))
+        if CUT_LOG in daemon.stderr():
+            rec.cut_at_unmount = True
+            where = "unmount"
+            tot.cut_at_unmount += not learn
+            if learn:
+                fail("learning run: a cut happened although powercut=10**9")
+        else:
+            where = "none (past the last write)"
+            tot.no_cut += not learn
+    rep = T.sanitizer_report(daemon.stderr())
+    if rep:
+        fail("sanitizer report from the powercut daemon:\n" + rep)
+    if rec.cut_at_unmount:
+        # the final checkpoint may or may not have committed
+        worlds = candidate_worlds(rec)
+    elif rec.final is not None:
+        worlds = [("Wfinal", rec.final)]
+    else:
+        worlds = candidate_worlds(rec)
+
+    # ---- recover, check, unmount, fsck, mount, re-check, unmount, fsck
+    binary, env = T.F2FUSE_BIN, None
+    if san and T.have_bin(T.F2FUSE_SAN_BIN):
+        binary, env = T.F2FUSE_SAN_BIN, T.san_env()
+        tot.san_recoveries += 1
+    matched, actual, replayed = None, None, None
+    try:
+        with T.Mount(binary, img, mnt, "rw", checker=chk, timeout=MOUNT_TIMEOUT, env=env) as m:
+            m.watchdog(CHECK_TIMEOUT)
+            try:
+                st = read_stat(m.path, binary)
+                replayed = st.get("recovery.inodes", 0)
+                actual = read_tree(m.path)
+            except (OSError, StatError) as e:
+                fail("reading the recovered mount: %s" % e)
+            m.cancel_watchdog()
+    except T.MountFailed as e:
+        fail("the mount after the cut failed: %s" % e)
+        return rec
+    if actual is not None:
+        matched, diffs = match_worlds(actual, worlds)
+        if matched is None:
+            viol = durability_violations(actual, rec)
+            lines = ["the recovered tree matches no possible state (cut during %s)" % where]
+            if rec.d_op is not None:
+                lines.append("  last durable checkpoint: op %d %s; fast fsyncs since: ops %s" %
+                             (rec.d_op.idx, rec.d_op.desc(), rec.fast_ops))
+            if viol:
+                lines.append("  DURABILITY VIOLATED:")
+                lines += ["    " + v for v in viol]
+            for name, d in diffs.items():
+                lines.append("  vs %s:" % name)
+                lines += ["    " + x for x in d]
+            fail("\n".join(lines))
+        else:
+            chk.checks += 1
+            tot.worlds[matched] = tot.worlds.get(matched, 0) + 1
+            w = dict(worlds)[matched]
+            nf = sum(1 for v in w.ns.values() if v != DIR)
+            ns = count_synced(actual, w, rec)
+            if not learn:
+                tot.files_verified += nf
+                tot.synced_verified += ns
+    if replayed and not learn:
+        tot.replayed += 1
+    clean, rc, out = T.fsck(img)
+    chk.checks += 1
+    tot.fsck_runs += 1
+    if not clean:
+        fail("fsck.f2fs after the recovery mount is not clean (exit %s):\n    %s" %
+             (rc, "\n    ".join(T.fsck_odd_lines(out, 10))))
+    try:
+        with T.Mount(T.F2FUSE_BIN, img, mnt, "rw", checker=chk, timeout=MOUNT_TIMEOUT) as m:
+            m.watchdog(CHECK_TIMEOUT)
+            try:
+                again = read_tree(m.path)
+                st2 = read_stat(m.path)
+                if st2.get("recovery.inodes", 0):
+                    fail("the second mount replayed %d inode(s) again" % st2["recovery.inodes"])
+                if actual is not None and again != actual:
+                    d = sorted(set(again) ^ set(actual)) or \
+                        [p for p in sorted(actual) if again.get(p) != actual[p]]
+                    fail("the tree changed between the first and second mount after the cut: %s" %
+                         d[:6])
+            except (OSError, StatError) as e:
+                fail("reading the second mount: %s" % e)
+            m.cancel_watchdog()
+    except T.MountFailed as e:
+        fail("the second mount failed: %s" % e)
+    clean, rc, out = T.fsck(img)
+    chk.checks += 1
+    tot.fsck_runs += 1
+    if not clean:
+        fail("fsck.f2fs after the second mount is not clean (exit %s):\n    %s" %
+             (rc, "\n    ".join(T.fsck_odd_lines(out, 10))))
+    ok = len(chk.failures) == nfail0
+    if not learn:
+        tot.cuts += 1
+        tot.torn += torn_seed is not None
+        if not ok:
+            tot.failed_cases.append(replay)
+    tot.odd.update(rec.odd)
+    if not quiet or not ok:
+        log("%-5s %-18s cut in %-44s -> %s; %s files (%s fsync'ed) checked; recovery.inodes %s; "
+            "fsck %s  %.2fs" % (
+                "ok" if ok else "FAIL", label, where[:44], matched or "NO MATCH",
+                nf if matched else "-", ns if matched else "-", replayed,
+                "clean x2" if ok else "see above", time.monotonic() - t0))
+    chk.context = ""
+    rec.ok = ok
+    rec.where = where
+    return rec
