@@ -3,7 +3,10 @@
  *
  * Where the work comes from:
  *   online (-o discard)  each checkpoint, once its pack is durable, queues the blocks it
- *                        frees (seg_discard_candidates); a background thread issues them.
+ *                        frees (seg_discard_candidates); a background thread issues the runs
+ *                        of 16 blocks or more (as the kernel's background policy does), and
+ *                        everything at unmount, for at most 5 s.  Shorter runs wait queued
+ *                        for a neighbour, a FITRIM, the unmount, or their reuse.
  *   FITRIM (f2fuse_trim) a checkpoint first, so freed space is committed; then the free
  *                        extents of the range (seg_free_extents, minlen applied) are queued
  *                        and the caller issues them, waits, and reports the bytes.
@@ -45,6 +48,11 @@
 #define DEFAULT_MAX_BYTES (64ull << 20)
 #define DEFAULT_QD 32u
 #define ROUND_RANGES 1024u    /* background round; then a FITRIM may take over */
+/* Online discard leaves runs shorter than this queued (the kernel's background policy,
+ * DEFAULT_DISCARD_GRANULARITY): scattered single blocks freed by random overwrites would
+ * cost a request each, in the foreground's way, for little; a FITRIM, a later neighbour
+ * or the unmount drain takes them. */
+#define ONLINE_MIN_BLOCKS 16u
 #define UMOUNT_DRAIN_SECONDS 5 /* the kernel's DEF_UMOUNT_DISCARD_TIMEOUT */
 
 enum { SF_PENDING = 1u, SF_INFLIGHT = 2u, SF_DONE = 4u };
@@ -52,6 +60,7 @@ enum { SF_PENDING = 1u, SF_INFLIGHT = 2u, SF_DONE = 4u };
 /* One caller issuing: its requests in flight and what they achieved. */
 struct issuer {
     unsigned inflight;
+    unsigned wake_at; /* completions wake the issuer only once inflight is down to this */
     uint64_t bytes, ranges;
     int err;
 };
@@ -81,7 +90,9 @@ struct discard_control {
     uint64_t *pend_segs;    /* one bit per segment with pending blocks */
     struct dreq *busy;      /* requests in flight */
     uint64_t pending_blocks, done_blocks, bitmaps;
+    uint64_t queue_gen; /* bumped by every checkpoint that queues something */
     unsigned cur_inflight;
+    unsigned alloc_waiters; /* discard_allocated callers waiting for a request in flight */
 
     pthread_mutex_t issue_lock;
     pthread_t thread;
@@ -95,6 +106,10 @@ struct discard_control {
 
 /* ---- options --------------------------------------------------------------------------- */
 
+/* Online discard is on by default, as in the kernel (when the device supports it): an image
+ * file then gives freed space back to the host as it goes, and what it costs stays off the
+ * foreground (a background thread, low priority, only runs of 16 blocks or more; measured
+ * within noise on 4 KiB random writes). */
 void discard_options_init(struct f2fuse_options *o)
 {
     o->discard = true;
@@ -228,11 +243,15 @@ static void bits_settle(struct discard_control *dc, uint64_t **map, uint32_t s)
     uint64_t *w = map[s];
     if (!w || w == dc->full)
         return;
-    unsigned n = bits_card(dc, w);
-    if (n == 0 || n == SEG_BLKS) {
+    bool none = true, all = true;
+    for (unsigned i = 0; i < SEG_WORDS; i++) {
+        none &= w[i] == 0;
+        all &= w[i] == ~0ull;
+    }
+    if (none || all) {
         free(w);
         dc->bitmaps--;
-        map[s] = n ? dc->full : NULL;
+        map[s] = all ? dc->full : NULL;
     }
 }
 
@@ -256,8 +275,8 @@ static uint64_t word_mask(unsigned b, unsigned n)
 static unsigned bits_range(struct discard_control *dc, uint64_t **map, uint32_t s, unsigned lo,
                            unsigned hi, bool set)
 {
-    unsigned before = bits_card(dc, map[s]);
     if (lo == 0 && hi == SEG_BLKS) {
+        unsigned before = bits_card(dc, map[s]);
         bits_drop(dc, map, s);
         map[s] = set ? dc->full : NULL;
         return set ? SEG_BLKS - before : before;
@@ -268,21 +287,23 @@ static unsigned bits_range(struct discard_control *dc, uint64_t **map, uint32_t 
     if (!w) {
         if (set)
             return 0;
+        unsigned before = bits_card(dc, map[s]);
         bits_drop(dc, map, s);
         return before;
     }
+    unsigned changed = 0;
     for (unsigned b = lo; b < hi;) {
         unsigned n = hi - b < 64 - (b & 63) ? hi - b : 64 - (b & 63);
-        uint64_t m = word_mask(b & 63, n);
+        uint64_t m = word_mask(b & 63, n), *word = &w[b >> 6];
+        changed += (unsigned)__builtin_popcountll(set ? m & ~*word : m & *word);
         if (set)
-            w[b >> 6] |= m;
+            *word |= m;
         else
-            w[b >> 6] &= ~m;
+            *word &= ~m;
         b += n;
     }
     bits_settle(dc, map, s);
-    unsigned after = bits_card(dc, map[s]);
-    return set ? after - before : before - after;
+    return changed;
 }
 
 static void update_flags(struct discard_control *dc, uint32_t s)
@@ -321,18 +342,17 @@ static void queue_locked(struct discard_control *dc, uint32_t blkaddr, uint32_t 
         } else if (!d) {
             added = bits_range(dc, dc->pend, s, lo, hi, true);
         } else {
-            unsigned before = bits_card(dc, dc->pend[s]);
             uint64_t *p = bits_mut(dc, dc->pend, s);
             if (p) {
                 for (unsigned b = lo; b < hi;) {
                     unsigned n = hi - b < 64 - (b & 63) ? hi - b : 64 - (b & 63);
-                    uint64_t m = word_mask(b & 63, n);
+                    uint64_t m = word_mask(b & 63, n), want = m & ~d[b >> 6];
                     skipped += (unsigned)__builtin_popcountll(m & d[b >> 6]);
-                    p[b >> 6] |= m & ~d[b >> 6];
+                    added += (unsigned)__builtin_popcountll(want & ~p[b >> 6]);
+                    p[b >> 6] |= want;
                     b += n;
                 }
                 bits_settle(dc, dc->pend, s);
-                added = bits_card(dc, dc->pend[s]) - before;
             }
         }
         dc->pending_blocks += added;
@@ -354,13 +374,15 @@ static void queue_cb(void *arg, uint32_t blkaddr, uint32_t len)
     discard_queue(arg, blkaddr, len);
 }
 
-/* Takes the first pending run at or after *cursor and before end (main-relative), at most
- * max blocks, out of the pending maps.  *cursor moves past it. */
-static bool take_run(struct discard_control *dc, uint32_t *cursor, uint32_t end, uint32_t max,
+/* Finds the first pending run at or after cursor and before end (main-relative), at most
+ * max blocks long. */
+static bool find_run(struct discard_control *dc, uint32_t cursor, uint32_t end, uint32_t max,
                      uint32_t *start, uint32_t *len)
 {
-    uint32_t s = *cursor / SEG_BLKS, last = (end - 1) / SEG_BLKS;
-    unsigned from = *cursor % SEG_BLKS;
+    if (cursor >= end)
+        return false;
+    uint32_t s = cursor / SEG_BLKS, last = (end - 1) / SEG_BLKS;
+    unsigned from = cursor % SEG_BLKS;
     for (;; s++, from = 0) {
         while (s <= last && !(dc->pend_segs[s >> 6] >> (s & 63) & 1)) {
             if ((s & 63) == 0 && !dc->pend_segs[s >> 6])
@@ -389,6 +411,25 @@ static bool take_run(struct discard_control *dc, uint32_t *cursor, uint32_t end,
         rlen += n;
         if (b + n < SEG_BLKS)
             break;
+    }
+    *start = rstart;
+    *len = rlen;
+    return true;
+}
+
+/* Takes the first pending run of at least min blocks (shorter ones stay queued) at or after
+ * *cursor and before end (main-relative), at most max blocks, out of the pending maps.
+ * *cursor moves past it. */
+static bool take_run(struct discard_control *dc, uint32_t *cursor, uint32_t end, uint32_t max,
+                     uint32_t min, uint32_t *start, uint32_t *len)
+{
+    uint32_t rstart, rlen;
+    for (;;) {
+        if (!find_run(dc, *cursor, end, max, &rstart, &rlen))
+            return false;
+        if (rlen >= min)
+            break;
+        *cursor = rstart + rlen;
     }
     FOR_EACH_PIECE(dc, dc->main_blkaddr + rstart, rlen, t, lo, hi) {
         dc->pending_blocks -= bits_range(dc, dc->pend, t, lo, hi, false);
@@ -448,7 +489,9 @@ static void retire_locked(struct discard_control *dc, struct dreq *d, int64_t re
     }
     is->inflight--;
     dc->cur_inflight--;
-    pthread_cond_broadcast(&dc->changed);
+    /* Wake-ups cost more than a punched hole: only when somebody can act on this one. */
+    if (is->inflight <= is->wake_at || dc->alloc_waiters || dc->cur_inflight == 0)
+        pthread_cond_broadcast(&dc->changed);
 }
 
 static void dreq_done(struct blk_req *req)
@@ -461,10 +504,11 @@ static void dreq_done(struct blk_req *req)
     free(d);
 }
 
-/* Issues pending runs inside [start, end) (absolute, clamped to the main area), at most
- * max_ranges of them, and waits until they are done.  The caller holds issue_lock. */
+/* Issues pending runs of at least min blocks inside [start, end) (absolute, clamped to the
+ * main area), at most max_ranges of them, and waits until they are done.  The caller holds
+ * issue_lock. */
 static void issue(struct discard_control *dc, uint32_t start, uint32_t end, unsigned max_ranges,
-                  struct issuer *is)
+                  uint32_t min, struct issuer *is)
 {
     uint64_t main_end = dc->main_blkaddr + (uint64_t)dc->main_segs * SEG_BLKS;
     if (start < dc->main_blkaddr)
@@ -474,7 +518,13 @@ static void issue(struct discard_control *dc, uint32_t start, uint32_t end, unsi
     if (start >= end)
         return;
     unsigned limit = dc->mode == F2FUSE_DISCARD_PARALLEL ? dc->qd : 1;
+    /* Refill once half the requests are back: one submission and one wake-up per batch. */
+    unsigned low = limit / 2;
     uint32_t max = dc->mode == F2FUSE_DISCARD_BLOCK ? 1 : dc->max_blocks;
+    if (min > max)
+        min = max; /* block mode takes its blocks one by one, whatever their run */
+    if (min < 1)
+        min = 1;
     struct blk_req **batch = malloc(limit * sizeof(*batch));
     if (!batch) {
         is->err = -ENOMEM;
@@ -484,13 +534,14 @@ static void issue(struct discard_control *dc, uint32_t start, uint32_t end, unsi
     unsigned issued = 0;
     pthread_mutex_lock(&dc->lock);
     for (;;) {
-        while (is->inflight >= limit)
+        is->wake_at = low;
+        while (is->inflight > low)
             pthread_cond_wait(&dc->changed, &dc->lock);
         unsigned n = 0;
         while (is->inflight + n < limit && issued < max_ranges) {
             struct dreq *d = calloc(1, sizeof(*d));
             uint32_t rs, rl;
-            if (!d || !take_run(dc, &cursor, rel_end, max, &rs, &rl)) {
+            if (!d || !take_run(dc, &cursor, rel_end, max, min, &rs, &rl)) {
                 free(d);
                 break;
             }
@@ -530,6 +581,7 @@ static void issue(struct discard_control *dc, uint32_t start, uint32_t end, unsi
             break;
         }
     }
+    is->wake_at = 0;
     while (is->inflight)
         pthread_cond_wait(&dc->changed, &dc->lock);
     pthread_mutex_unlock(&dc->lock);
@@ -540,7 +592,7 @@ int discard_issue(struct discard_control *dc, uint32_t start, uint32_t end, uint
 {
     struct issuer is = {0};
     pthread_mutex_lock(&dc->issue_lock);
-    issue(dc, start, end, UINT32_MAX, &is);
+    issue(dc, start, end, UINT32_MAX, 1, &is);
     pthread_mutex_unlock(&dc->issue_lock);
     if (bytes)
         *bytes = is.bytes;
@@ -564,8 +616,10 @@ void discard_allocated(struct discard_control *dc, uint32_t blkaddr)
     }
     if (dc->inflight[s] && busy_covers(dc, blkaddr)) {
         dc->st_waits++;
+        dc->alloc_waiters++;
         while (dc->inflight[s] && busy_covers(dc, blkaddr))
             pthread_cond_wait(&dc->changed, &dc->lock);
+        dc->alloc_waiters--;
     }
     if (bits_test(dc->done[s], b))
         dc->done_blocks -= bits_range(dc, dc->done, s, b, b + 1, false);
@@ -662,27 +716,35 @@ static void drop_pending_locked(struct discard_control *dc)
     dc->pending_blocks = 0;
 }
 
-/* Online discard: issues what checkpoints queue, in rounds, until told to stop; then what
- * is left, until the drain deadline. */
+/* Online discard: issues the runs of ONLINE_MIN_BLOCKS or more that checkpoints queue, in
+ * rounds, each time a checkpoint queued something; once told to stop, everything left, until
+ * the drain deadline. */
 static void *discard_thread(void *arg)
 {
     struct discard_control *dc = arg;
+    uint64_t seen = 0; /* the queue generation whose issuable runs are all out */
     pthread_mutex_lock(&dc->lock);
     for (;;) {
-        while (!dc->stopping && !(atomic_load(&dc->online) && dc->pending_blocks))
+        while (!dc->stopping &&
+               !(atomic_load(&dc->online) && dc->pending_blocks && dc->queue_gen != seen))
             pthread_cond_wait(&dc->wake, &dc->lock);
         if (!atomic_load(&dc->online) || !dc->pending_blocks)
             break; /* stopping with nothing (more) to do */
-        if (dc->stopping && past(&dc->drain_until)) {
+        bool draining = dc->stopping;
+        if (draining && past(&dc->drain_until)) {
             drop_pending_locked(dc);
             break;
         }
+        uint64_t gen = dc->queue_gen;
         pthread_mutex_unlock(&dc->lock);
         struct issuer is = {0};
         pthread_mutex_lock(&dc->issue_lock);
-        issue(dc, dc->main_blkaddr, UINT32_MAX, ROUND_RANGES, &is);
+        issue(dc, dc->main_blkaddr, UINT32_MAX, ROUND_RANGES, draining ? 1 : ONLINE_MIN_BLOCKS,
+              &is);
         pthread_mutex_unlock(&dc->issue_lock);
         pthread_mutex_lock(&dc->lock);
+        if (is.ranges < ROUND_RANGES)
+            seen = gen;
         if (is.err && !dc->stopping) {
             /* a failing device: no hot loop, and what failed is not retried */
             struct timespec until;
@@ -739,8 +801,10 @@ void discard_checkpoint(struct f2fuse *fs)
     uint64_t n = seg_discard_candidates(fs->seg, queue_cb, dc);
     pthread_mutex_lock(&dc->lock);
     dc->st_candidates += n;
-    if (dc->pending_blocks)
+    if (n) {
+        dc->queue_gen++;
         pthread_cond_signal(&dc->wake);
+    }
     pthread_mutex_unlock(&dc->lock);
 }
 
@@ -782,7 +846,7 @@ int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen
     if (!err && first < last) {
         seg_free_extents(fs->seg, (uint32_t)first, (uint32_t)last, (uint32_t)min_blocks,
                          queue_cb, dc);
-        issue(dc, (uint32_t)first, (uint32_t)last, UINT32_MAX, &is);
+        issue(dc, (uint32_t)first, (uint32_t)last, UINT32_MAX, 1, &is);
     }
     pthread_mutex_unlock(&dc->issue_lock);
     if (err)

@@ -28,8 +28,9 @@ int discard_option_set(struct f2fuse_options *o, const char *name, const char *v
 int discard_init(struct f2fuse *fs);
 void discard_destroy(struct f2fuse *fs);
 
-/* Checkpoint side: queues what the checkpoint frees (seg_discard_candidates).  Call after
- * the pack is durable and before seg_checkpoint_done, with cp_lock held for writing. */
+/* Checkpoint side: queues what the checkpoint frees (seg_discard_candidates) for the
+ * background thread, which issues runs of 16 blocks or more.  Call after the pack is durable
+ * and before seg_checkpoint_done, with cp_lock held for writing. */
 void discard_checkpoint(struct f2fuse *fs);
 
 /* Allocation side (seg_alloc_block, after the segment lock is dropped): a queued discard of

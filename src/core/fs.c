@@ -219,16 +219,15 @@ static int open_rw(struct f2fuse *fs)
     err = discard_init(fs); /* discard.c: before recovery, whose checkpoint frees blocks */
     if (err)
         return err;
-    err = recovery_run(fs);
-    if (err)
-        return err;
-
+    /* Orphans first: they are listed in the checkpoint that recovery is about to replace. */
     uint32_t *orphans, norphans;
     err = checkpoint_read_orphans(fs, &orphans, &norphans);
     if (err)
         return err;
     for (uint32_t i = 0; i < norphans && !err; i++)
         err = inode_free(fs, orphans[i]);
+    if (!err)
+        err = recovery_run(fs, orphans, norphans);
     free(orphans);
     if (!err && norphans) {
         log_info("freed %u orphan inode(s) left by an unclean unmount", norphans);

@@ -143,6 +143,9 @@ int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool c
              struct page **out);
 int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino);
 int node_writeback(struct f2fuse *fs, uint32_t fsync_ino);
+/* The version node footers written after the current checkpoint carry, and that
+ * roll-forward recovery looks for. */
+uint64_t node_chain_version(const struct f2fuse *fs);
 
 /* inode.c: the decoded, immutable view of an on-disk inode that the rest of the core uses. */
 struct inode_info {
@@ -250,7 +253,8 @@ void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino);
 void fsync_checkpointed(struct f2fuse *fs); /* a checkpoint committed: all bits clear */
 
 /* recovery.c: replays what fsync wrote after the last checkpoint (roll-forward). */
-int recovery_run(struct f2fuse *fs);
+/* orphans: the inodes the mount freed just before (their fsync'ed nodes are moot). */
+int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans);
 
 /* fs.c: shared pieces of every write operation */
 int fs_writable(struct f2fuse *fs);               /* -EROFS on a read-only mount */

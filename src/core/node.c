@@ -96,6 +96,18 @@ int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out)
 
 /* ---- write side ---- */
 
+uint64_t node_chain_version(const struct f2fuse *fs)
+{
+    uint64_t ver = fs->cp_ver;
+    if (le32(fs->cp->ckpt_flags) & CP_CRC_RECOVERY_FLAG) {
+        /* cpver_of_node: the checkpoint's CRC in the high half tells chains apart. */
+        uint32_t crc;
+        memcpy(&crc, (const uint8_t *)fs->cp_block + le32(fs->cp->checksum_offset), sizeof(crc));
+        ver |= (uint64_t)le32(crc) << 32;
+    }
+    return ver;
+}
+
 #define NODE_COLD_BIT 0x1u /* footer flag: node of a non-directory */
 
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
@@ -237,7 +249,7 @@ static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, voi
             if (fsync_mark)
                 flag |= NODE_FSYNC_BIT;
             node->footer.flag = htole32(flag);
-            node->footer.cp_ver = htole64(fs->cp_ver);
+            node->footer.cp_ver = htole64(node_chain_version(fs));
             uint32_t next = seg_next_blkaddr(fs->seg, log);
             node->footer.next_blkaddr = htole32(next ? next : blkaddr + 1);
             if (nid == ino)

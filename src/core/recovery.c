@@ -57,8 +57,7 @@ static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
         int err = blk_read(fs->dev, (uint64_t)blk * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
         if (err)
             return err;
-        /* Low 32 bits: the kernel puts a CRC in the high half under CRC_RECOVERY. */
-        if ((uint32_t)le64(buf->footer.cp_ver) != (uint32_t)fs->cp_ver)
+        if (le64(buf->footer.cp_ver) != node_chain_version(fs))
             break;
         uint32_t flag = le32(buf->footer.flag);
         struct chain_node node = {.blkaddr = blk, .nid = le32(buf->footer.nid),
@@ -218,7 +217,7 @@ static void hold_chain(struct f2fuse *fs, const struct chain *c, struct f2fs_nod
     }
 }
 
-int recovery_run(struct f2fuse *fs)
+int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
 {
     struct f2fs_node *buf = blk_alloc_buf(F2FS_BLKSIZE);
     struct chain c = {0};
@@ -255,6 +254,11 @@ int recovery_run(struct f2fuse *fs)
     for (size_t i = 0; !err && i < c.n; i++) {
         if (last[i] == SIZE_MAX)
             continue; /* not (or no longer) part of an fsync */
+        bool orphan = false;
+        for (uint32_t k = 0; k < norphans && !orphan; k++)
+            orphan = orphans[k] == c.nodes[i].ino;
+        if (orphan)
+            continue; /* unlinked and now freed: nothing of it is to be replayed */
         struct f2fs_nat_entry ne;
         err = nat_get(fs->nat, c.nodes[i].ino, &ne);
         if (!err && le32(ne.block_addr) == NULL_ADDR) {

@@ -172,8 +172,12 @@ static uint64_t seg_now(const struct seg_manager *sm)
 static void seg_update_state(struct seg_manager *sm, uint32_t s)
 {
     const struct seg_entry *e = &sm->se[s];
-    bool want_free = e->log == NO_LOG && e->valid == 0 && e->ckpt_valid == 0;
-    bool want_prefree = e->log == NO_LOG && e->valid == 0 && e->ckpt_valid != 0;
+    /* A segment emptied since the last checkpoint stays prefree until the next one, even
+     * when that checkpoint held nothing in it: it may hold the fsync chain that
+     * roll-forward recovery walks (the kernel's rule too). */
+    bool changed = bm_test(sm->changed_map, s);
+    bool want_free = e->log == NO_LOG && e->valid == 0 && e->ckpt_valid == 0 && !changed;
+    bool want_prefree = e->log == NO_LOG && e->valid == 0 && (e->ckpt_valid != 0 || changed);
     bool is_free = bm_test(sm->free_map, s), is_prefree = bm_test(sm->prefree_map, s);
     if (want_free != is_free) {
         if (want_free) {

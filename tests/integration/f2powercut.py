@@ -240,8 +240,9 @@ class Workload:
     MAX_FILE = 2 * MiB
     MAX_HELD = 3
 
-    def __init__(self, seed, nops, kind="small"):
+    def __init__(self, seed, nops, kind="small", cache=None):
         self.seed, self.nops, self.kind = seed, nops, kind
+        self.cache = cache      # the powercut mount's cache_size (small: pressure checkpoints)
 
     def ops(self):
         """Yields Op objects; the caller applies each to the model (apply) before asking for the
@@ -267,6 +268,9 @@ class Workload:
         weights = [w for k, w in self.WEIGHTS]
         if self.kind == "small":    # few operations: fewer new files, more rewriting of old ones
             weights = [w // 2 if k == "create" else w for k, w in self.WEIGHTS]
+        if self.cache:              # a small cache: writes of up to 1 MiB (one FUSE request)
+            names.append("burst")   # overflow it, so checkpoints run inside writes
+            weights.append(4)
         while total < self.nops:
             op = None
             for _ in range(50):
@@ -348,6 +352,9 @@ class Workload:
         if kind == "write":
             n = self._len(rng)
             return Op(idx, kind, path=p, off=self._off(rng, size, n), data=rng.randbytes(n))
+        if kind == "burst":
+            n = rng.randint(900 * KiB, MiB)
+            return Op(idx, "write", path=p, off=self._off(rng, size, n), data=rng.randbytes(n))
         if kind == "append":
             n = self._len(rng)
             if size + n > self.MAX_FILE:
@@ -415,6 +422,36 @@ class Workload:
             self.held[op.slot] = op.ino
         elif k == "release":
             del self.held[op.slot]
+
+    def partial_states(self, op, pre):
+        """States a write-type operation passes through on the way from pre to its end, as the
+        daemon may see them: the kernel sends one write(2) as several FUSE write requests (it
+        ends the first request at the first page boundary when that page is not cached, and
+        cuts at max_write), and a checkpoint may run between two requests (cache pressure).
+        Every page-boundary prefix of the data is taken (a superset of the real splits)."""
+        if op.kind not in ("create", "write", "append", "write_fd"):
+            return []
+        ino = op.idx if op.kind == "create" else op.ino if op.kind == "write_fd" else \
+            pre.ns[op.path]
+        off = 0 if op.kind == "create" else op.off
+        n = len(op.data)
+        out = []
+        if op.kind == "create":
+            s = pre.copy()
+            s.ns[op.path] = ino
+            s.data[ino] = b""
+            out.append(("created", s))
+        first = (off // 4096 + 1) * 4096
+        for b in range(first, off + n, 4096):
+            k = b - off
+            s = pre.copy()
+            if op.kind == "create":
+                s.ns[op.path] = ino
+                s.data[ino] = op.data[:k]
+            else:
+                s.data[ino] = splice(pre.data[ino], off, op.data[:k])
+            out.append(("+%d" % k, s))
+        return out
 
     def target(self, op):
         """The inode an fsync-type operation syncs."""
@@ -605,7 +642,8 @@ class Record:
     since (fast: inode -> content), and where the cut fell."""
 
     def __init__(self):
-        self.d_alts = [State()]     # the base image: nothing of ours
+        self.d_alts = [("", State())]   # (label, state): the base image, nothing of ours
+        self.cut_partials = []
         self.d_op = None            # the operation whose checkpoint is the last durable one
         self.fast = {}
         self.fast_ops = []
@@ -664,6 +702,7 @@ def run_workload(wl, daemon, rec, verbose=False):
         rec.ops_done = op.idx + 1
         if cut_began(st1):
             rec.cut_op, rec.cut_pre, rec.cut_post, rec.cut_target = op, pre, post, target
+            rec.cut_partials = wl.partial_states(op, pre)
             rec.cut_stat_delta = delta
             if verbose:
                 log("   op %d %s: cut began (%s)" % (op.idx, op.desc(), delta))
@@ -673,9 +712,12 @@ def run_workload(wl, daemon, rec, verbose=False):
             return fds
         rec.op_writes.append(st1.get("blk.write.ops", 0))
         if delta["checkpoint.written"] > 0:
-            # durable: the whole state after the op; before it as well when a pressure/space
-            # checkpoint ran ahead of the op's change
-            rec.d_alts = [post] if not op.mutates() else [pre, post]
+            # durable: the whole state after the op; before it, or part way through a write,
+            # when a pressure/space checkpoint ran ahead of or inside the op's change
+            if not op.mutates():
+                rec.d_alts = [("", post)]
+            else:
+                rec.d_alts = [("pre", pre)] + wl.partial_states(op, pre) + [("post", post)]
             rec.d_op = op
             rec.fast = {}
             rec.fast_ops = []
@@ -690,7 +732,9 @@ def run_workload(wl, daemon, rec, verbose=False):
             rec.odd.append("op %d (%s) wrote %d blocks without a checkpoint" %
                            (op.idx, op.desc(), delta["blk.write.ops"]))
         if verbose:
-            log("   op %d %s: %s" % (op.idx, op.desc(), delta))
+            log("   op %d %s: %s; cache pages %s dirty %s" % (
+                op.idx, op.desc(), " ".join("%s +%d" % (k, v) for k, v in delta.items() if v),
+                st1.get("cache.pages"), st1.get("cache.dirty_pages")))
         st0 = st1
     rec.final = wl.model.copy()
     return fds
@@ -699,20 +743,20 @@ def run_workload(wl, daemon, rec, verbose=False):
 def candidate_worlds(rec):
     """[(name, State)] the recovered mount may equal."""
     worlds = []
-    for i, d in enumerate(rec.d_alts):
-        tag = "" if len(rec.d_alts) == 1 else "/%s" % ("pre", "post")[i]
-        worlds.append(("W1%s" % tag, d.overlay(rec.fast)))
+    for tag, d in rec.d_alts:
+        worlds.append(("W1%s" % ("/" + tag if tag else ""), d.overlay(rec.fast)))
     op = rec.cut_op
     if op is not None:
         dl = rec.cut_stat_delta
         if op.is_fsync() and dl.get("fsync.fast", 0) > 0 and rec.cut_target is not None:
             f2 = dict(rec.fast)
             f2[rec.cut_target] = rec.cut_post.data[rec.cut_target]
-            for i, d in enumerate(rec.d_alts):
+            for tag, d in rec.d_alts:
                 worlds.append(("W2", d.overlay(f2)))
         if dl.get("checkpoint.written", 0) > 0 or dl.get("checkpoint.requests", 0) > 0:
             worlds.append(("W3", rec.cut_pre))
             if op.mutates():
+                worlds += [("W3/" + tag, st) for tag, st in rec.cut_partials]
                 worlds.append(("W4", rec.cut_post))
     elif rec.final is not None:
         worlds.append(("Wfinal", rec.final))
@@ -812,8 +856,10 @@ def durability_violations(actual, rec):
     workload wrote — here: the model state before/after the cut op); checkpointed directories
     must exist. Returns a list of strings (empty: the rule holds)."""
     out = []
-    base = rec.d_alts[-1].overlay(rec.fast)
+    base = rec.d_alts[-1][1].overlay(rec.fast)
     later = [s for s in (rec.cut_pre, rec.cut_post, rec.final) if s is not None]
+    later += [st.overlay(rec.fast) for tag, st in rec.d_alts[:-1]]
+    later += [st for tag, st in rec.cut_partials]
     for p, v in sorted(base.ns.items()):
         if v == DIR:
             if p not in actual or actual[p][0] != DIR:
@@ -876,9 +922,9 @@ class Totals:
 def replay_cmd(wl, cut, torn_seed):
     me = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_powercut"),
                          T.ROOT)
-    return "F2FUSE_SEED=%d %s --workload %s --ops %d --cut %d%s" % (
-        wl.seed, me, wl.kind, wl.nops, cut, " --torn-seed %d" % torn_seed if torn_seed is not None
-        else "")
+    return "F2FUSE_SEED=%d %s --workload %s --ops %d%s --cut %d%s" % (
+        wl.seed, me, wl.kind, wl.nops, " --cache-size %s" % wl.cache if wl.cache else "", cut,
+        " --torn-seed %d" % torn_seed if torn_seed is not None else "")
 
 
 def close_fds(fds):
@@ -962,6 +1008,8 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
     opts = "rw,checkpoint_interval=0,powercut=%d" % (10 ** 9 if learn else cut)
     if torn_seed is not None:
         opts += ",powercut_torn,powercut_seed=%d" % torn_seed
+    if wl.cache:
+        opts += ",cache_size=%s" % wl.cache
     label = "learn" if learn else "cut %d%s" % (cut, " torn/%d" % torn_seed if torn_seed is not None
                                                  else "")
     chk.context = "%s seed %d %s" % (wl.kind, wl.seed, label)
@@ -1047,7 +1095,11 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
         tot.san_recoveries += 1
     matched, actual, replayed = None, None, None
     try:
-        with T.Mount(binary, img, mnt, "rw", checker=chk, timeout=MOUNT_TIMEOUT, env=env) as m:
+        if os.environ.get("F2FUSE_KEEP", "") not in ("", "0"):
+            # the image as the cut left it, before recovery touches it
+            subprocess.run(["cp", "--sparse=always", img, img + ".cut"], check=True, timeout=60)
+        with T.Mount(binary, img, J(wd, "rmnt"), "rw", checker=chk, timeout=MOUNT_TIMEOUT,
+                     env=env) as m:
             m.watchdog(CHECK_TIMEOUT)
             try:
                 st = read_stat(m.path, binary)
@@ -1076,7 +1128,9 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
             fail("\n".join(lines))
         else:
             chk.checks += 1
-            tot.worlds[matched] = tot.worlds.get(matched, 0) + 1
+            import re
+            key = re.sub(r"/(\+\d+|created)$", "/mid-write", matched)
+            tot.worlds[key] = tot.worlds.get(key, 0) + 1
             w = dict(worlds)[matched]
             nf = sum(1 for v in w.ns.values() if v != DIR)
             ns = count_synced(actual, w, rec)
@@ -1092,7 +1146,8 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
         fail("fsck.f2fs after the recovery mount is not clean (exit %s):\n    %s" %
              (rc, "\n    ".join(T.fsck_odd_lines(out, 10))))
     try:
-        with T.Mount(T.F2FUSE_BIN, img, mnt, "rw", checker=chk, timeout=MOUNT_TIMEOUT) as m:
+        with T.Mount(T.F2FUSE_BIN, img, J(wd, "cmnt"), "rw", checker=chk,
+                     timeout=MOUNT_TIMEOUT) as m:
             m.watchdog(CHECK_TIMEOUT)
             try:
                 again = read_tree(m.path)

@@ -650,12 +650,13 @@ static void invalidate_free_and_prefree(void)
     CHECK_EQ(fs->corrupt_hits, hits + 2);
     CHECK_EQ(seg_valid_blocks(sm), valid0);
 
-    /* a segment written and emptied since the checkpoint is free at once */
+    /* a segment written and emptied since the checkpoint is prefree until the next one,
+     * too: it may hold the fsync chain that roll-forward recovery walks */
     uint32_t full = fill_segment(fs, LOG_COLD_DATA);
     CHECK_EQ(seg_free_segments(sm), free0 - 1);
     invalidate_segment(fs, full);
-    CHECK_EQ(seg_free_segments(sm), free0);
-    CHECK_EQ(seg_prefree_segments(sm), 0);
+    CHECK_EQ(seg_free_segments(sm), free0 - 1);
+    CHECK_EQ(seg_prefree_segments(sm), 1);
 
     /* one that was valid at the checkpoint is prefree until the next one commits */
     uint32_t kept = fill_segment(fs, LOG_COLD_DATA);
@@ -746,9 +747,13 @@ static void enospc_without_crash(void)
     CHECK_EQ(le32(cp->free_segment_count), 0);
     free(cp);
 
-    /* freeing a whole segment (written since the checkpoint) lets the log go on */
+    /* freeing a whole segment (written since the checkpoint) lets the log go on once a
+     * checkpoint has committed the freeing */
     invalidate_segment(fs, segno);
     uint32_t victim = segno;
+    CHECK_EQ(seg_free_segments(sm), 0);
+    CHECK_EQ(seg_prefree_segments(sm), 1);
+    CHECK_EQ(write_checkpoint(fs, true, le32(fs->cp->valid_node_count)), 0);
     CHECK_EQ(seg_free_segments(sm), 1);
     /* with a reserve of one segment the data logs stop, the node logs may take it */
     seg_set_data_reserve(sm, 1);
