@@ -118,26 +118,6 @@ void discard_options_init(struct f2fuse_options *o)
     o->discard_qd = DEFAULT_QD;
 }
 
-static int parse_u64(const char *v, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || end == v || v[0] == '-')
-        return -EINVAL;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (*end || n > (UINT64_MAX >> shift))
-        return -EINVAL;
-    *out = (uint64_t)n << shift;
-    return 0;
-}
-
 int discard_option_set(struct f2fuse_options *o, const char *name, const char *value)
 {
     if (strcmp(name, "discard") == 0 || strcmp(name, "nodiscard") == 0) {
@@ -164,7 +144,7 @@ int discard_option_set(struct f2fuse_options *o, const char *name, const char *v
         return 0;
     }
     uint64_t n;
-    if (parse_u64(value, &n))
+    if (fs_parse_size(value, &n))
         return -EINVAL;
     if (max) {
         if (n < F2FS_BLKSIZE || n > (1ull << 32) - F2FS_BLKSIZE)

@@ -46,7 +46,7 @@ const char *f2fuse_option_names(void)
            "(tests) powercut=N, powercut_torn, powercut_seed=N";
 }
 
-static int parse_size(const char *v, uint64_t *out)
+int fs_parse_size(const char *v, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -85,7 +85,7 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     }
     if ((strcmp(name, "powercut") == 0 || strcmp(name, "powercut_seed") == 0) && value) {
         uint64_t n;
-        if (parse_size(value, &n))
+        if (fs_parse_size(value, &n))
             return -EINVAL;
         if (name[8] == '_')
             o->powercut_seed = n;
@@ -126,21 +126,21 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     }
     if (strcmp(name, "queue_depth") == 0) {
         uint64_t n;
-        if (parse_size(value, &n) || n < 1 || n > 4096)
+        if (fs_parse_size(value, &n) || n < 1 || n > 4096)
             return -EINVAL;
         o->queue_depth = (unsigned)n;
         return 0;
     }
     if (strcmp(name, "checkpoint_interval") == 0) {
         uint64_t n;
-        if (parse_size(value, &n) || n > 86400)
+        if (fs_parse_size(value, &n) || n > 86400)
             return -EINVAL;
         o->checkpoint_interval = (unsigned)n;
         return 0;
     }
     if (strcmp(name, "cache_size") == 0) {
         uint64_t n;
-        if (parse_size(value, &n) || n < (1u << 20))
+        if (fs_parse_size(value, &n) || n < (1u << 20))
             return -EINVAL;
         o->cache_size = n;
         return 0;

@@ -256,6 +256,9 @@ void fsync_checkpointed(struct f2fuse *fs); /* a checkpoint committed: all bits 
 /* orphans: the inodes the mount freed just before (their fsync'ed nodes are moot). */
 int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans);
 
+/* fs.c: a byte count with an optional K/M/G suffix (option values); 0 or -EINVAL. */
+int fs_parse_size(const char *v, uint64_t *out);
+
 /* fs.c: shared pieces of every write operation */
 int fs_writable(struct f2fuse *fs);               /* -EROFS on a read-only mount */
 int fs_reserve(struct f2fuse *fs, uint64_t blocks); /* -ENOSPC when they cannot be had */

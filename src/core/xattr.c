@@ -205,18 +205,25 @@ static ssize_t acl_to_xattr(const uint8_t *v, size_t len, uint8_t *out, size_t s
     return (ssize_t)need;
 }
 
+/* Splits a full attribute name into its on-disk index and suffix (c->name stays NULL for
+ * a namespace f2fs does not store). */
+static void name_split(const char *name, struct get_ctx *c)
+{
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && !c->name; i++) {
+        size_t plen = strlen(prefixes[i].prefix);
+        if (prefixes[i].whole_name ? strcmp(name, prefixes[i].prefix) == 0
+                                   : strncmp(name, prefixes[i].prefix, plen) == 0) {
+            c->index = prefixes[i].index;
+            c->name = prefixes[i].whole_name ? "" : name + plen;
+        }
+    }
+}
+
 ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                   const char *name, void *value, size_t size)
 {
     struct get_ctx c = {0};
-    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && !c.name; i++) {
-        size_t plen = strlen(prefixes[i].prefix);
-        if (prefixes[i].whole_name ? strcmp(name, prefixes[i].prefix) == 0
-                                   : strncmp(name, prefixes[i].prefix, plen) == 0) {
-            c.index = prefixes[i].index;
-            c.name = prefixes[i].whole_name ? "" : name + plen;
-        }
-    }
+    name_split(name, &c);
     if (!c.name)
         return -ENODATA;
     c.name_len = strlen(c.name);
@@ -339,14 +346,7 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
               const void *value, size_t size, int flags)
 {
     struct get_ctx c = {0};
-    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && !c.name; i++) {
-        size_t plen = strlen(prefixes[i].prefix);
-        if (prefixes[i].whole_name ? strcmp(name, prefixes[i].prefix) == 0
-                                   : strncmp(name, prefixes[i].prefix, plen) == 0) {
-            c.index = prefixes[i].index;
-            c.name = prefixes[i].whole_name ? "" : name + plen;
-        }
-    }
+    name_split(name, &c);
     if (!c.name)
         return -EOPNOTSUPP;
     c.name_len = strlen(c.name);
