@@ -9,9 +9,10 @@ root=$PWD
 jobs=$(nproc)
 
 echo "== building (normal, ASan+UBSan, and the daemon with ThreadSanitizer)"
-make -s -j"$jobs" all >/tmp/f2fuse-build.log 2>&1 || { cat /tmp/f2fuse-build.log; echo "0 passed, 1 failed"; exit 1; }
-make -s -j"$jobs" SAN=1 all >/tmp/f2fuse-build-san.log 2>&1 || { cat /tmp/f2fuse-build-san.log; echo "0 passed, 1 failed"; exit 1; }
-make -s -j"$jobs" SAN=thread build-tsan/f2fuse >/tmp/f2fuse-build-tsan.log 2>&1 || { cat /tmp/f2fuse-build-tsan.log; echo "0 passed, 1 failed"; exit 1; }
+buildlog=$(mktemp /tmp/f2fuse-build.XXXXXX)
+make -s -j"$jobs" all >"$buildlog" 2>&1 || { cat "$buildlog"; echo "0 passed, 1 failed"; exit 1; }
+make -s -j"$jobs" SAN=1 all >"$buildlog" 2>&1 || { cat "$buildlog"; echo "0 passed, 1 failed"; exit 1; }
+make -s -j"$jobs" SAN=thread build-tsan/f2fuse >"$buildlog" 2>&1 || { cat "$buildlog"; echo "0 passed, 1 failed"; exit 1; }
 
 export F2FUSE_BIN=$root/build/f2fuse
 export F2FUSE_SAN_BIN=$root/build-san/f2fuse

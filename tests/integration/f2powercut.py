@@ -16,9 +16,13 @@ What is here:
                     clean unmount; a watchdog kills it when a call hangs
   - run_workload()  runs the operations, reads the counters after each, and keeps the durability
                     record: the last durable checkpoint and the fast fsyncs after it
-  - candidate worlds and check_tree(): what the recovered mount may look like, and the comparison
-  - run_case()      one cut: workload -> cut -> recover -> check -> unmount -> fsck -> mount ->
-                    re-check -> unmount -> fsck
+  - candidate_worlds(), read_tree(), match_worlds(): what the recovered mount may look like, what
+                    it does look like, and the comparison (world_diff, durability_violations)
+  - run_case()      one cut: copy the base image -> workload -> cut -> SIGKILL -> fsck of the cut
+                    image (fsck_cut_image) -> recovery mount
+                    -> check -> unmount -> fsck -> mount -> same tree -> unmount -> fsck;
+                    failures carry the command that replays the case
+  - Totals          the counts printed at the end, failures grouped by kind
 
 What counts as durable (the model, from docs/ARCHITECTURE.md): the daemon writes the device only
 in checkpoints (directory fsync, an fsync that cannot go fast, memory/space pressure, unmount;
@@ -29,22 +33,28 @@ After each operation the test reads the counters: when the cut has not begun yet
 dropped, so this also excludes a cut still waiting for writes in flight), every flush of that
 operation completed before the cut, so
   - an operation that wrote a checkpoint (checkpoint.written went up) made the whole state after
-    it durable (the state before it too, for a pressure checkpoint taken before a change), and
+    it durable; for a checkpoint inside a changing operation (cache or space pressure) the state
+    before it, or part way through a write: the kernel sends one write(2) as several FUSE
+    requests (the first ends at the first page boundary when that page is not cached), and a
+    pressure checkpoint can run between two of them (partial_states());
   - an fsync/fdatasync that went fast (fsync.fast went up) made its file's content durable.
 The operation during which the cut began (op k) is uncertain. After the cut the recovered image
 must equal one of these "worlds" exactly (names, types, hard-link groups, nlink, sizes, bytes):
   W1  the last durable checkpoint, with every durable fast fsync after it replayed
+      (W1/pre, W1/+N, W1/post when that checkpoint ran inside a write)
   W2  W1 plus op k's fsync replayed (op k was an fsync that went fast)
-  W3  the state before op k (op k wrote a checkpoint that committed)
-  W4  the state after op k (same, for an operation that changes something)
-  Wu  a cut during the unmount's final checkpoint: W1 or the final state.
+  W3  the state before op k, or part way through it, W4 after it (op k wrote a checkpoint
+      that committed)
+  Wfinal  no cut during the operations: the final state; with a cut in the unmount's own
+      checkpoint, W1 or Wfinal.
 This implies the brief's rule (a file fsync'ed with no write since holds exactly its fsync'ed
 content; one written again holds one of its states since; fsync'ed directories exist), and is
-stricter: files never synced cannot appear from nowhere. A failure says which rule broke.
+stricter: files never synced cannot appear from nowhere, unlinked ones cannot come back. A
+mismatch is reported against every world, and separately as "DURABILITY VIOLATED" when the
+looser rule breaks too (durability_violations()).
 """
 
 import errno
-import hashlib
 import os
 import random
 import signal
@@ -66,6 +76,7 @@ MiB = 1 << 20
 DIR = "dir"
 CUT_LOG = "power cut emulated at write"
 
+PRECUT_FSCK = True      # fsck the image right after the cut too (test_powercut --no-precut-fsck)
 OP_TIMEOUT = 30         # one workload operation (a checkpoint of a few MiB takes well under 1 s)
 MOUNT_TIMEOUT = 30      # a mount must be live within this (recovery included)
 CHECK_TIMEOUT = 120     # reading back the whole tree
@@ -169,10 +180,6 @@ class State:
         return sorted(p for p, v in self.ns.items() if v == ino)
 
 
-def digest(b):
-    return hashlib.sha1(b).hexdigest()[:12]
-
-
 def splice(old, off, data):
     if off > len(old):
         old = old + bytes(off - len(old))
@@ -254,12 +261,18 @@ class Workload:
         self.cp_ns = {}         # the names at the last directory fsync
         self.next_slot = 0
         self.counter = 100      # above the setup's names
+        # Two directories, three files, a checkpoint (so that the files' fsyncs go fast), and
+        # an orphan: d1/f2 stays open after its unlink until a random "release", so that
+        # checkpoints list it and recovery mounts must free it.
         setup = [("mkdir", "d0"), ("mkdir", "d1"), ("create", "d0/f0"), ("create", "d1/f1"),
-                 ("fsyncdir", "")]
+                 ("create", "d1/f2"), ("fsyncdir", ""), ("hold", "d1/f2"), ("unlink", "d1/f2")]
         total = 0
         for kind, path in setup:
             if kind == "create":
                 op = Op(total, "create", path=path, data=rng.randbytes(self._len(rng)))
+            elif kind == "hold":
+                self.next_slot += 1
+                op = Op(total, "hold", slot=self.next_slot, path=path, ino=self.model.ns[path])
             else:
                 op = Op(total, kind, path=path)
             yield op
@@ -708,7 +721,8 @@ def run_workload(wl, daemon, rec, verbose=False):
                 log("   op %d %s: cut began (%s)" % (op.idx, op.desc(), delta))
             return fds
         if err is not None:
-            rec.error = "op %d (%s) failed before the cut: %s" % (op.idx, op.desc(), err)
+            rec.error = "op %d (%s) failed before the cut: %s%s" % (
+                op.idx, op.desc(), err, diagnose(op, mnt, pre, daemon))
             return fds
         rec.op_writes.append(st1.get("blk.write.ops", 0))
         if delta["checkpoint.written"] > 0:
@@ -738,6 +752,43 @@ def run_workload(wl, daemon, rec, verbose=False):
         st0 = st1
     rec.final = wl.model.copy()
     return fds
+
+
+def diagnose(op, mnt, pre, daemon):
+    """What the mount shows right after an operation failed unexpectedly: the parent
+    directory's listing (daemon's view now, and again after a moment), the paths' lstat, the
+    daemon's stderr. For the bug report."""
+    out = []
+    paths = [getattr(op, a) for a in ("path", "src", "dst") if a in op.kw]
+    for p in paths:
+        parent = os.path.dirname(p)
+        full = J(mnt, parent) if parent else mnt
+        want = sorted(os.path.basename(q) for q in pre.ns
+                      if os.path.dirname(q) == parent)
+        for attempt in (1, 2):
+            try:
+                got = sorted(os.listdir(full))
+                out.append("listing of /%s (try %d): %s; the model expects %s" % (
+                    parent, attempt, got, want))
+            except OSError as e:
+                out.append("listing of /%s (try %d): %s" % (parent, attempt, e))
+            try:
+                st = os.lstat(J(mnt, p))
+                out.append("lstat %s (try %d): ino %d size %d nlink %d" % (
+                    p, attempt, st.st_ino, st.st_size, st.st_nlink))
+            except OSError as e:
+                out.append("lstat %s (try %d): %s" % (p, attempt, e))
+            time.sleep(0.5)
+    try:
+        st = daemon.stat()
+        out.append("counters: " + " ".join("%s=%s" % (k, st.get(k)) for k in (
+            "checkpoint.written", "cache.pages", "cache.dirty_pages", "cache.evictions",
+            "discard.ranges_issued", "discard.pending", "discard.inflight", "fs.corrupt_hits",
+            "blk.powercut.cut", "blk.powercut.dropped_writes")))
+    except StatError as e:
+        out.append("counters: %s" % e)
+    out.append("daemon stderr: " + (T.tail(daemon.stderr(), 8) or "(empty)"))
+    return "\n      " + "\n      ".join(out)
 
 
 def candidate_worlds(rec):
@@ -919,6 +970,21 @@ class Totals:
         self.kinds = {}             # failure kind -> [replay commands]
 
 
+def fsck_cut_image(img):
+    """f2test.fsck's clean rule, for an image right after a cut, with one line allowed: when the
+    cut hit the last block of a checkpoint pack whose area had never been written, fsck names
+    that pack ("Invalid CP CRC offset: 0") and goes on with the other one - what the second
+    pack is for. Returns (clean, rc, output, odd lines)."""
+    import re
+    clean, rc, out = T.fsck(img)
+    odd = [l for l in T.fsck_odd_lines(out, 10 ** 6)
+           if not re.match(r"^\s*Invalid CP CRC offset: 0\s*$", l)]
+    if not clean:
+        full = re.search(r"^\[FSCK\] other corrupted bugs\s+\[Ok\.\.\]", out, re.M) is not None
+        clean = rc == 0 and full and not odd
+    return clean, rc, out, odd or T.fsck_odd_lines(out, 10)
+
+
 def replay_cmd(wl, cut, torn_seed):
     me = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_powercut"),
                          T.ROOT)
@@ -1098,6 +1164,16 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
         if os.environ.get("F2FUSE_KEEP", "") not in ("", "0"):
             # the image as the cut left it, before recovery touches it
             subprocess.run(["cp", "--sparse=always", img, img + ".cut"], check=True, timeout=60)
+        if PRECUT_FSCK:
+            # The image as the cut left it must be one the kernel's tools accept: fsck.f2fs
+            # checks the checkpoint and walks the roll-forward chain (record_fsync_data)
+            # without writing. A kernel mount would replay that chain itself.
+            clean, rc, out, odd = fsck_cut_image(img)
+            chk.checks += 1
+            tot.fsck_runs += 1
+            if not clean:
+                fail("fsck.f2fs of the image as the cut left it (before f2fuse's recovery) is not "
+                     "clean (exit %s):\n    %s" % (rc, "\n    ".join(odd[:10])))
         with T.Mount(binary, img, J(wd, "rmnt"), "rw", checker=chk, timeout=MOUNT_TIMEOUT,
                      env=env) as m:
             m.watchdog(CHECK_TIMEOUT)
