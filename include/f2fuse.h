@@ -28,6 +28,10 @@ struct f2fuse_options {
     bool read_only;        /* open without writing anything (default) */
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
+    /* With checkpoint_merge: before a checkpoint, wait at most this long (and no longer than
+     * an average checkpoint takes) for requesters seen recently that have not asked yet, so
+     * that alternating requesters share checkpoints (jbd2's batching); 0 = never wait. */
+    unsigned checkpoint_batch_us;
     bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
     /* Count a lookup reference for every inode an operation returns (lookup, mknod, mkdir,
      * symlink, link), released by f2fuse_forget: an unlinked inode (and its number) lives
@@ -166,11 +170,17 @@ int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name);
  * writing its data and nodes for roll-forward recovery (no checkpoint); else a checkpoint. */
 int f2fuse_sync(struct f2fuse *fs);
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync);
-/* The same on behalf of a caller with Linux I/O priority ioprio (ioprio_get(2); 0 = none):
- * without checkpoint_merge the checkpoint's I/O runs at that priority, as the kernel's
- * does in the caller's context; with it, the merging daemon's I/O is high priority. */
-int f2fuse_sync_ioprio(struct f2fuse *fs, int ioprio);
-int f2fuse_fsync_ioprio(struct f2fuse *fs, uint32_t ino, bool datasync, int ioprio);
+/* The same on behalf of a caller: its Linux I/O priority (ioprio_get(2); 0 = none) - without
+ * checkpoint_merge the checkpoint's I/O runs at that priority, as the kernel's does in the
+ * caller's context; with it, the merging daemon's I/O is high priority - and its thread id
+ * (0 = unknown), which lets the merging daemon batch requests of different callers. */
+struct f2fuse_caller {
+    int ioprio;
+    int tid;
+};
+int f2fuse_sync_as(struct f2fuse *fs, const struct f2fuse_caller *who);
+int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
+                    const struct f2fuse_caller *who);
 
 /* Discards the free space of the main area inside [start, start + len) (bytes on the device,
  * FITRIM's fstrim_range): a checkpoint first, so that what was freed is committed, then every

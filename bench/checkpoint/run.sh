@@ -191,13 +191,16 @@ run_abc() { # fs: f2fuse|ext4, number of C processes
                 # wait_avg_us is total/waits, and every request is one wait
                 wt = b["checkpoint.wait_avg_us"] * b["checkpoint.requests"] - \
                      a["checkpoint.wait_avg_us"] * a["checkpoint.requests"]
-                fsc = b["fsync.checkpoint"] - a["fsync.checkpoint"]
                 printf " req=%d written=%d ratio=%.3f served=%.2f served_max=%d", req, wr,
                        req ? wr / req : 0, wr ? req / wr : 0, b["checkpoint.served_max"]
                 printf " wait_avg=%.0f wait_p99=%d wait_max=%d", req ? wt / req : 0,
                        b["checkpoint.wait_p99_us"], b["checkpoint.wait_max_us"]
-                printf " c_during_a=%d other_req=%d cp_per_s=%.0f data_mib=%.0f", fsc - n,
-                       req - fsc, (secs > 0 ? wr / secs : 0), (b["blk.write.bytes"] - a["blk.write.bytes"]) / 1048576
+                # the requests of C and of the timer: all but those of A
+                printf " c_during_a=%d cp_per_s=%.0f data_mib=%.0f", req - n,
+                       (secs > 0 ? wr / secs : 0), (b["blk.write.bytes"] - a["blk.write.bytes"]) / 1048576
+                bw = b["checkpoint.batch_waits"] - a["checkpoint.batch_waits"]
+                printf " batch_waits=%d batch_joined=%d batch_wait_avg=%d", bw,
+                       b["checkpoint.batch_joined"] - a["checkpoint.batch_joined"], b["checkpoint.batch_wait_avg_us"]
             }' "$s0" "$s1")
     fi
     result=$line
@@ -306,8 +309,10 @@ row() { # label key digits [ms] [y = ext4 has it]
     row "request wait p99 (ms, since mount, log2 bucket edge)" wait_p99 0 ms
     row "request wait max (ms, since mount)" wait_max 0 ms
     row "checkpoints per second" cp_per_s 0
-    row "C's fsyncs during A" c_during_a 0
-    row "other requests during A (timer, cache pressure; ± requests in flight at the snapshots)" other_req 0
+    row "other requests during A (C's, the timer's; ± requests in flight at the snapshots)" c_during_a 0
+    row "batch waits before a checkpoint (during A)" batch_waits 0
+    row "requests that joined during a batch wait (during A)" batch_joined 0
+    row "batch wait avg (ms, since mount)" batch_wait_avg 0 ms
     row "bytes written to the image during A (MiB)" data_mib 0
     row "B throughput (fio, MB/s)" b_mbps 0 fmt y
     row "C throughput (ops/s, all C, whole run)" c_ops_s 0 fmt y

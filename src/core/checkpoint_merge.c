@@ -6,8 +6,15 @@
  * I/O priority (the baseline: a low-priority requester holds cp_lock through a slow
  * checkpoint while everyone else waits).
  *
+ * Batching (checkpoint_batch_us): two callers that fsync in turn would otherwise alternate -
+ * each request arrives while the other's checkpoint runs and gets the next one to itself.
+ * As jbd2 does for journal commits, the daemon waits a little before a checkpoint for the
+ * callers it saw recently that have not asked yet: no longer than a checkpoint takes on
+ * average, capped by checkpoint_batch_us, and not at all for a lone caller.
+ *
  * Counters: requests, checkpoints written, requests served per checkpoint (average, max),
- * and request wait (average, p99, max) from a log2 histogram of microseconds. */
+ * request wait (average, p99, max) from a log2 histogram of microseconds, and the batching
+ * waits. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +25,7 @@
 struct cp_request {
     struct cp_request *next;
     uint64_t queued_ns;
+    uint32_t tid; /* the caller's thread id, 0 = anonymous */
     int result;
     bool done;
 };
@@ -62,6 +70,89 @@ static void record_wait(struct cp_control *cc, uint64_t ns)
     cc->waits++;
 }
 
+int checkpoint_merge_option_set(struct f2fuse_options *o, const char *name, const char *value)
+{
+    if (strcmp(name, "checkpoint_batch_us") != 0)
+        return -ENOENT;
+    uint64_t n;
+    if (!value || fs_parse_size(value, &n) || n > 1000000)
+        return -EINVAL;
+    o->checkpoint_batch_us = (unsigned)n;
+    return 0;
+}
+
+/* Remembers that caller tid asked (or was served) at now.  Under cc->lock. */
+static void note_caller(struct cp_control *cc, uint32_t tid, uint64_t now)
+{
+    if (!tid)
+        return;
+    int slot = 0;
+    for (int i = 0; i < CP_RECENT_CALLERS; i++) {
+        if (cc->recent[i].tid == tid) {
+            cc->recent[i].last_ns = now;
+            return;
+        }
+        if (cc->recent[i].last_ns < cc->recent[slot].last_ns)
+            slot = i; /* the longest idle one makes room */
+    }
+    cc->recent[slot].tid = tid;
+    cc->recent[slot].last_ns = now;
+}
+
+static unsigned queued(const struct cp_control *cc)
+{
+    unsigned n = 0;
+    for (const struct cp_request *r = cc->head; r; r = r->next)
+        n++;
+    return n;
+}
+
+/* True while a caller seen within horizon_ns has no request queued: it is likely to ask
+ * again soon.  Under cc->lock. */
+static bool caller_expected(const struct cp_control *cc, uint64_t now, uint64_t horizon_ns)
+{
+    for (int i = 0; i < CP_RECENT_CALLERS; i++) {
+        if (!cc->recent[i].tid || now - cc->recent[i].last_ns > horizon_ns)
+            continue;
+        bool asked = false;
+        for (const struct cp_request *r = cc->head; r && !asked; r = r->next)
+            asked = r->tid == cc->recent[i].tid;
+        if (!asked)
+            return true;
+    }
+    return false;
+}
+
+/* Before a checkpoint: waits for the recent callers that have not asked yet, at most an
+ * average checkpoint's time (capped by checkpoint_batch_us) after the oldest request
+ * queued.  A caller that comes back within that time shares this checkpoint instead of
+ * getting the next one to itself.  Under cc->lock; returns with it held. */
+static void batch_wait(struct f2fuse *fs, struct cp_control *cc)
+{
+    uint64_t cap = (uint64_t)fs->opts.checkpoint_batch_us * 1000;
+    uint64_t window = cc->cp_avg_ns < cap ? cc->cp_avg_ns : cap;
+    if (!window || cc->stopping)
+        return;
+    /* A caller served up to this long ago counts as active: it is thinking between
+     * requests (a create, a write) rather than gone. */
+    uint64_t horizon = 2 * window + 2000000;
+    uint64_t deadline = cc->head->queued_ns + window, start = now_ns(), now = start;
+    unsigned before = queued(cc);
+    bool waited = false;
+    while (!cc->stopping && now < deadline && caller_expected(cc, now, horizon)) {
+        struct timespec until = {.tv_sec = (time_t)(deadline / 1000000000u),
+                                 .tv_nsec = (long)(deadline % 1000000000u)};
+        waited = true;
+        pthread_cond_timedwait(&cc->wake, &cc->lock, &until);
+        now = now_ns();
+    }
+    if (waited) {
+        cc->batch_waits++;
+        cc->batch_wait_total_ns += now - start;
+        cc->batch_joined += queued(cc) - before;
+    }
+}
+
 static void *merge_thread(void *arg)
 {
     struct f2fuse *fs = arg;
@@ -72,17 +163,21 @@ static void *merge_thread(void *arg)
             pthread_cond_wait(&cc->wake, &cc->lock);
         if (!cc->head)
             break; /* stopping, nothing left to serve */
+        batch_wait(fs, cc);
         struct cp_request *batch = cc->head;
         cc->head = cc->tail = NULL;
         pthread_mutex_unlock(&cc->lock);
 
+        uint64_t started = now_ns();
         int result = checkpoint_run(fs, BLK_PRIO_HIGH);
 
         pthread_mutex_lock(&cc->lock);
-        uint64_t served = 0, done_ns = now_ns();
+        uint64_t served = 0, done_ns = now_ns(), took = done_ns - started;
+        cc->cp_avg_ns = cc->cp_avg_ns ? (7 * cc->cp_avg_ns + took) / 8 : took;
         for (struct cp_request *r = batch, *next; r; r = next) {
             next = r->next; /* r lives on its requester's stack: read next first */
             record_wait(cc, done_ns - r->queued_ns);
+            note_caller(cc, r->tid, done_ns);
             r->result = result;
             r->done = true;
             served++;
@@ -98,6 +193,11 @@ static void *merge_thread(void *arg)
 }
 
 int checkpoint_request(struct f2fuse *fs, enum blk_prio prio)
+{
+    return checkpoint_request_by(fs, prio, 0);
+}
+
+int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid)
 {
     if (!fs->seg)
         return 0;
@@ -115,9 +215,10 @@ int checkpoint_request(struct f2fuse *fs, enum blk_prio prio)
         pthread_mutex_unlock(&cc->lock);
         return err;
     }
-    struct cp_request req = {.queued_ns = now_ns()};
+    struct cp_request req = {.queued_ns = now_ns(), .tid = tid};
     pthread_mutex_lock(&cc->lock);
     cc->requests++;
+    note_caller(cc, tid, req.queued_ns);
     if (cc->tail)
         cc->tail->next = &req;
     else
@@ -160,6 +261,8 @@ void checkpoint_merge_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     uint64_t requests = cc->requests, cps = cc->checkpoints, served = cc->served_total;
     uint64_t served_max = cc->served_max, waits = cc->waits, total = cc->wait_total_ns;
     uint64_t max = cc->wait_max_ns, hist[CP_WAIT_BUCKETS];
+    uint64_t bwaits = cc->batch_waits, btotal = cc->batch_wait_total_ns;
+    uint64_t bjoined = cc->batch_joined, cp_avg = cc->cp_avg_ns;
     memcpy(hist, cc->wait_hist, sizeof(hist));
     pthread_mutex_unlock(&cc->lock);
     /* p99: the upper edge of the bucket holding the 99th percentile wait. */
@@ -179,4 +282,9 @@ void checkpoint_merge_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "checkpoint.wait_avg_us", waits ? total / waits / 1000 : 0);
     fn(arg, "checkpoint.wait_p99_us", p99_us);
     fn(arg, "checkpoint.wait_max_us", max / 1000);
+    fn(arg, "checkpoint.batch_us", fs->opts.checkpoint_batch_us);
+    fn(arg, "checkpoint.batch_waits", bwaits);
+    fn(arg, "checkpoint.batch_wait_avg_us", bwaits ? btotal / bwaits / 1000 : 0);
+    fn(arg, "checkpoint.batch_joined", bjoined);
+    fn(arg, "checkpoint.merged_avg_us", cp_avg / 1000);
 }

@@ -279,12 +279,14 @@ static bool needs_checkpoint(struct f2fuse *fs, uint32_t ino)
  * the inode, then flush — no checkpoint.  Anything else takes a checkpoint. */
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
 {
-    return f2fuse_fsync_ioprio(fs, ino, datasync, 0);
+    return f2fuse_fsync_as(fs, ino, datasync, NULL);
 }
 
-int f2fuse_fsync_ioprio(struct f2fuse *fs, uint32_t ino, bool datasync, int ioprio)
+int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
+                    const struct f2fuse_caller *who)
 {
-    enum blk_prio prio = blk_prio_of_ioprio(ioprio);
+    enum blk_prio prio = blk_prio_of_ioprio(who ? who->ioprio : 0);
+    uint32_t tid = who && who->tid > 0 ? (uint32_t)who->tid : 0;
     if (!fs->seg)
         return 0;
     int err = fs_writable(fs);
@@ -296,7 +298,7 @@ int f2fuse_fsync_ioprio(struct f2fuse *fs, uint32_t ino, bool datasync, int iopr
      * request queues up while a checkpoint runs and can be merged into the next one. */
     if (!fs->opts.fsync_fast || needs_checkpoint(fs, ino)) {
         atomic_fetch_add(&fs->fsync_checkpoint, 1);
-        return checkpoint_request(fs, prio);
+        return checkpoint_request_by(fs, prio, tid);
     }
     file_begin(fs, ino);
     struct page *ipage;
@@ -336,5 +338,5 @@ int f2fuse_fsync_ioprio(struct f2fuse *fs, uint32_t ino, bool datasync, int iopr
         return 0;
     }
     atomic_fetch_add(&fs->fsync_checkpoint, 1);
-    return checkpoint_request(fs, prio);
+    return checkpoint_request_by(fs, prio, tid);
 }

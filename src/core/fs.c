@@ -33,6 +33,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->read_only = true;
     o->checkpoint_interval = 5;
     o->checkpoint_merge = true;
+    o->checkpoint_batch_us = 15000;
     o->fsync_fast = true;
     discard_options_init(o); /* discard.c */
 }
@@ -40,7 +41,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
 const char *f2fuse_option_names(void)
 {
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
-           "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, "
+           "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, checkpoint_batch_us=N, "
            "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
            "discard_max=BYTES[K|M|G], discard_qd=N, "
            "(tests) powercut=N, powercut_torn, powercut_seed=N";
@@ -69,6 +70,9 @@ int fs_parse_size(const char *v, uint64_t *out)
 int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *value)
 {
     int derr = discard_option_set(o, name, value); /* discard.c */
+    if (derr != -ENOENT)
+        return derr;
+    derr = checkpoint_merge_option_set(o, name, value); /* checkpoint_merge.c */
     if (derr != -ENOENT)
         return derr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
@@ -268,7 +272,11 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_cond_init(&fs->cp_thread_wake, NULL);
     pthread_mutex_init(&fs->fsync_lock, NULL);
     pthread_mutex_init(&fs->cpc.lock, NULL);
-    pthread_cond_init(&fs->cpc.wake, NULL);
+    pthread_condattr_t mono; /* the merging daemon's batch wait has a monotonic deadline */
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+    pthread_cond_init(&fs->cpc.wake, &mono);
+    pthread_condattr_destroy(&mono);
     pthread_cond_init(&fs->cpc.done, NULL);
     for (int i = 0; i < INODE_LOCK_STRIPES; i++)
         pthread_mutex_init(&fs->inode_locks[i], NULL);
@@ -453,9 +461,10 @@ int f2fuse_sync(struct f2fuse *fs)
     return checkpoint_request(fs, BLK_PRIO_NORMAL);
 }
 
-int f2fuse_sync_ioprio(struct f2fuse *fs, int ioprio)
+int f2fuse_sync_as(struct f2fuse *fs, const struct f2fuse_caller *who)
 {
-    return checkpoint_request(fs, blk_prio_of_ioprio(ioprio));
+    return checkpoint_request_by(fs, blk_prio_of_ioprio(who ? who->ioprio : 0),
+                                 who && who->tid > 0 ? (uint32_t)who->tid : 0);
 }
 
 static void *checkpoint_thread(void *arg)

@@ -21,6 +21,7 @@
 
 #define INODE_LOCK_STRIPES 64
 #define CP_WAIT_BUCKETS 40 /* log2 buckets of microseconds: up to ~6 days */
+#define CP_RECENT_CALLERS 16 /* callers the merging daemon remembers for batching */
 
 /* Checkpoint requests (checkpoint_merge.c). */
 struct cp_request;
@@ -32,6 +33,14 @@ struct cp_control {
     pthread_t thread;
     uint64_t requests, checkpoints, served_total, served_max;
     uint64_t waits, wait_total_ns, wait_max_ns, wait_hist[CP_WAIT_BUCKETS];
+    /* batching: the callers (thread ids) that asked recently, and when; how long a
+     * checkpoint takes (moving average) */
+    struct {
+        uint32_t tid;
+        uint64_t last_ns;
+    } recent[CP_RECENT_CALLERS];
+    uint64_t cp_avg_ns;
+    uint64_t batch_waits, batch_wait_total_ns, batch_joined;
 };
 
 /* Everything known about a mounted image.  Geometry and checkpoint state are read once at
@@ -117,6 +126,10 @@ int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count);
 /* checkpoint_merge.c: every checkpoint request goes through checkpoint_request, which
  * returns once a checkpoint that started after the call has committed. */
 int checkpoint_request(struct f2fuse *fs, enum blk_prio prio);
+/* The same for a known caller (thread id; 0 = anonymous: timer, pressure, GC). */
+int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid);
+/* Parses checkpoint_batch_us; -ENOENT for any other name. */
+int checkpoint_merge_option_set(struct f2fuse_options *o, const char *name, const char *value);
 int checkpoint_merge_start(struct f2fuse *fs);
 void checkpoint_merge_stop(struct f2fuse *fs);
 void checkpoint_merge_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);

@@ -580,20 +580,21 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 }
 
 /* The I/O priority of the process behind a request (0 when it cannot be had). */
-static int requester_ioprio(fuse_req_t req)
+/* Who asked: the requesting thread's I/O priority (the kernel runs an fsync's I/O at it) and
+ * its thread id (FUSE passes the tid), so the checkpoint daemon can batch several callers. */
+static struct f2fuse_caller requester(fuse_req_t req)
 {
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     long v = ctx && ctx->pid > 0 ? syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, ctx->pid)
                                  : -1;
-    return v < 0 ? 0 : (int)v;
+    return (struct f2fuse_caller){.ioprio = v < 0 ? 0 : (int)v, .tid = ctx ? ctx->pid : 0};
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
-    int err = d->read_only ? 0
-                           : f2fuse_fsync_ioprio(d->fs, to_f2fs(d, ino), datasync,
-                                                 requester_ioprio(req));
+    struct f2fuse_caller who = requester(req);
+    int err = d->read_only ? 0 : f2fuse_fsync_as(d->fs, to_f2fs(d, ino), datasync, &who);
     count(d, OP_FSYNC, err);
     reply_err(req, err);
 }
@@ -601,8 +602,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
+    struct f2fuse_caller who = requester(req);
     /* A directory is made durable by a checkpoint: request it directly. */
-    int err = d->read_only ? 0 : f2fuse_sync_ioprio(d->fs, requester_ioprio(req));
+    int err = d->read_only ? 0 : f2fuse_sync_as(d->fs, &who);
     count(d, OP_FSYNCDIR, err);
     reply_err(req, err);
 }

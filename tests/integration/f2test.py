@@ -270,6 +270,52 @@ def fsck(img, timeout=120):
     return clean, p.returncode, out
 
 
+def fsck_tools_por_bug(img, timeout=120):
+    """Explains a refusal "record_fsync_data failed" of fsck.f2fs 1.15, or returns None.
+
+    fsck.f2fs 1.15 checks the data addresses of roll-forward (fsync'ed) dnodes against
+    MAX_BLKADDR = segment0_blkaddr + segment_count_main * 512, which stops short of the main
+    area's end by (main_blkaddr - segment0_blkaddr) blocks; the kernel's bound is the whole
+    segment count.  An fsync'ed file with a data block in those last segments is valid (the
+    kernel and f2fuse recover it), but 1.15 refuses to check the image before recovery.  This
+    re-runs fsck with -d 1, takes the dnode it failed on, and returns a description when that
+    dnode's data addresses are all valid for the kernel and one lies in the gap."""
+    try:
+        p = subprocess.run(["fsck.f2fs", "--dry-run", "-d", "1", img], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    out = p.stdout.decode("utf-8", "replace")
+    nodes = re.findall(r"do_record_fsync_data: \[node\] ino = (\d+), nid = (\d+), blkaddr = (\d+)", out)
+    if "record_fsync_data failed" not in out or not nodes or \
+            not re.search(r"recover_data: .* err = -1", out):
+        return None
+    ino, ofs, addr = (int(x) for x in nodes[-1])
+    with F2fsImage(img) as im:
+        sb = im.sb
+        tools_max = sb["segment0_blkaddr"] + (sb["segment_count_main"] << 9)
+        main_end = sb["main_blkaddr"] + (sb["segment_count_main"] << 9)
+        b = im.block(addr)
+        if ofs == 0:                      # an inode: i_addr after the extra attributes
+            inline = b[3]
+            first = im.u16(b, 360) // 4 if inline & 0x20 else 0
+            xattr = 0
+            if inline & 0x01:             # inline xattrs sit at the end of i_addr
+                flexible = (im.feature & 0x40) and (inline & 0x20)
+                xattr = im.u16(b, 362) if flexible else 50
+            words = [im.u32(b, 360 + 4 * i) for i in range(first, 923 - xattr)]
+        else:                             # a direct node
+            words = [im.u32(b, 4 * i) for i in range(1018)]
+    data = [a for a in words if a not in (0, 0xFFFFFFFF)]
+    in_gap = [a for a in data if tools_max <= a < main_end]
+    outside = [a for a in data if not (sb["main_blkaddr"] <= a < main_end)]
+    if in_gap and not outside:
+        return ("fsck.f2fs 1.15 bound bug: fsync'ed dnode of ino %d at %d has data at %s, inside "
+                "the main area (ends at %d) but past the tools' MAX_BLKADDR %d" %
+                (ino, addr, in_gap[:3], main_end, tools_max))
+    return None
+
+
 def fsck_odd_lines(out, n=6):
     odd = [l for l in out.splitlines() if not _FSCK_OK_LINE.match(l)]
     return odd[:n]
