@@ -256,6 +256,11 @@ void fsync_checkpointed(struct f2fuse *fs); /* a checkpoint committed: all bits 
 /* orphans: the inodes the mount freed just before (their fsync'ed nodes are moot). */
 int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans);
 
+/* info.c (f2fuse info): the version of checkpoint pack index (0 or 1) when it is intact,
+ * and the nodes fsync wrote after the checkpoint that a read-write mount would replay. */
+int checkpoint_pack_version(struct f2fuse *fs, unsigned index, uint64_t *version);
+int recovery_pending(struct f2fuse *fs, uint32_t *nodes);
+
 /* fs.c: a byte count with an optional K/M/G suffix (option values); 0 or -EINVAL. */
 int fs_parse_size(const char *v, uint64_t *out);
 

@@ -295,3 +295,19 @@ out:
     free(buf);
     return err;
 }
+
+/* ---- what a recovery would find (f2fuse info) ---- */
+
+int recovery_pending(struct f2fuse *fs, uint32_t *nodes)
+{
+    struct f2fs_node *buf = blk_alloc_buf(F2FS_BLKSIZE);
+    struct chain c = {0};
+    int err = buf ? chain_read(fs, buf, &c) : -ENOMEM;
+    bool marked = false;
+    for (size_t i = 0; !err && i < c.n; i++)
+        marked |= c.nodes[i].fsync;
+    *nodes = marked ? (uint32_t)c.n : 0; /* without a mark, recovery replays nothing */
+    free(c.nodes);
+    free(buf);
+    return err;
+}
