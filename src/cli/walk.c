@@ -239,6 +239,8 @@ int walk_main(int argc, char **argv)
         return 1;
     }
     walk_entry(&w, "/", f2fuse_root_ino(w.fs));
+    if (!w.stopped)
+        progress_update(&w.prog, w.entries, w.entries > w.inodes ? w.entries : w.inodes);
     /* Damage the library stepped over (a bad directory entry) is a problem too. */
     uint64_t corrupt = 0;
     f2fuse_stats(w.fs, count_corrupt, &corrupt);
