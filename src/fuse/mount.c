@@ -734,6 +734,7 @@ struct cmdline {
     struct f2fuse_options opts;
     struct id_map ids;
     bool bad;
+    bool own_fsname; /* the user named the source: f2fuse does not add fsname= */
 };
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -753,6 +754,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     case MOPT_DROP:
         return 0;
     case MOPT_PASS:
+        c->own_fsname |= strncmp(arg, "fsname=", 7) == 0;
         return 1;
     case MOPT_BAD:
         break;
@@ -865,7 +867,8 @@ int mount_main(int argc, char **argv)
 
     /* The kernel checks permissions against the modes we report, and names the mount. */
     char extra[PATH_MAX + 64];
-    bool plain_name = !strchr(c.image, ','); /* a comma would split the option list */
+    /* A comma would split the option list. */
+    bool plain_name = !strchr(c.image, ',') && !c.own_fsname;
     snprintf(extra, sizeof(extra), "-odefault_permissions,subtype=f2fuse%s%s%s",
              plain_name ? ",fsname=" : "", plain_name ? c.image : "",
              c.opts.read_only ? ",ro" : "");
