@@ -193,6 +193,12 @@ static void walk_entry(struct walk *w, const char *path, uint32_t ino)
     walk_xattrs(w, path, ino);
 }
 
+static void count_inodes(void *arg, const char *name, uint64_t value)
+{
+    if (strcmp(name, "fs.valid_inodes") == 0)
+        *(uint64_t *)arg = value;
+}
+
 static void count_corrupt(void *arg, const char *name, uint64_t value)
 {
     if (strcmp(name, "fs.corrupt_hits") == 0)
@@ -229,9 +235,7 @@ int walk_main(int argc, char **argv)
         fprintf(stderr, "f2fuse: error: cannot open %s: %s\n", argv[optind], strerror(-err));
         return 1;
     }
-    struct f2fuse_info info;
-    if (f2fuse_info(w.fs, &info) == 0)
-        w.inodes = info.valid_inodes;
+    f2fuse_stats(w.fs, count_inodes, &w.inodes); /* the checkpoint's count: the total */
     w.buf = blk_alloc_buf(WALK_BUF);
     if (!w.buf) {
         f2fuse_close(w.fs);
