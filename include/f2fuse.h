@@ -213,6 +213,8 @@ struct f2fuse_info {
     uint32_t cp_flags;         /* ckpt_flags */
     char cp_flag_names[256];
     bool clean_unmount;        /* the last mount ended with an unmount checkpoint */
+    bool in_use;               /* another program has the image open read-write now (a live
+                                * f2fuse mount): the figures are its last checkpoint's */
     bool needs_fsck;           /* an error or fsck flag is set */
     uint32_t orphans;          /* inodes unlinked while open, freed at the next rw mount */
     uint32_t fsync_nodes;      /* nodes written by fsync after the checkpoint (recovery) */

@@ -94,9 +94,10 @@ static void print_json(FILE *out, const char *image, const struct f2fuse_info *i
     json_list(out, in->cp_flag_names);
     fprintf(out, ", \"elapsed_seconds\": %llu},\n", U(in->elapsed_seconds));
     fprintf(out,
-            "  \"clean_unmount\": %s,\n  \"needs_fsck\": %s,\n  \"orphans\": %u,\n"
-            "  \"fsync_nodes_to_recover\": %u,\n",
-            in->clean_unmount ? "true" : "false", in->needs_fsck ? "true" : "false",
+            "  \"clean_unmount\": %s,\n  \"in_use\": %s,\n  \"needs_fsck\": %s,\n"
+            "  \"orphans\": %u,\n  \"fsync_nodes_to_recover\": %u,\n",
+            in->clean_unmount ? "true" : "false", in->in_use ? "true" : "false",
+            in->needs_fsck ? "true" : "false",
             in->orphans, in->fsync_nodes);
     fprintf(out,
             "  \"space\": {\"user_blocks\": %llu, \"valid_blocks\": %llu, \"free_blocks\": %llu, "
@@ -142,10 +143,16 @@ static void print_text(FILE *out, const char *image, const struct f2fuse_info *i
     else
         fprintf(out, " (pack %u: not valid)\n", 3 - in->cp_pack);
     fprintf(out, "flags          %s\n", in->cp_flag_names[0] ? in->cp_flag_names : "(none)");
-    if (in->clean_unmount)
-        fprintf(out, "state          clean: the last mount ended with an unmount\n");
+    if (in->in_use)
+        fprintf(out, "state          IN USE: open read-write by another program (a live f2fuse "
+                     "mount?); what follows is its last checkpoint, which says:\n"
+                     "               ");
     else
-        fprintf(out, "state          NOT cleanly unmounted: %u orphan inode(s) and %u node(s) "
+        fprintf(out, "state          ");
+    if (in->clean_unmount)
+        fprintf(out, "clean: the last mount ended with an unmount\n");
+    else
+        fprintf(out, "NOT cleanly unmounted: %u orphan inode(s) and %u node(s) "
                      "written by fsync wait for a read-write mount to recover them\n",
                 in->orphans, in->fsync_nodes);
     if (in->needs_fsck)

@@ -151,6 +151,7 @@ int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info)
     bit_names(info->cp_flags, cp_flag_names, sizeof(cp_flag_names) / sizeof(cp_flag_names[0]),
               info->cp_flag_names, sizeof(info->cp_flag_names));
     info->clean_unmount = info->cp_flags & CP_UMOUNT_FLAG;
+    info->in_use = fs->in_use_rw; /* imagelock.c */
     info->needs_fsck = info->cp_flags & (CP_ERROR_FLAG | CP_FSCK_FLAG | CP_QUOTA_NEED_FSCK_FLAG);
     info->other_pack_valid = checkpoint_pack_version(fs, !current, &info->other_pack_version) == 0;
 
