@@ -165,8 +165,12 @@ int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info)
             free(orphans);
         if (!err)
             err = recovery_pending(fs, &info->fsync_nodes);
+        /* The segment table of a checkpoint with a payload is not read by f2fuse (seg_load
+         * would say so in terms of mounting): usage stays unknown. */
+        bool sit_readable = le32(sb->cp_payload) == 0 &&
+                            !(info->cp_flags & CP_LARGE_NAT_BITMAP_FLAG);
         struct seg_manager *sm;
-        if (!err && seg_load(fs, &sm) == 0) {
+        if (!err && sit_readable && seg_load(fs, &sm) == 0) {
             usage_fill(info, sm);
             seg_destroy(sm);
         }
