@@ -39,7 +39,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC:= $(wildcard bench/*/*.c)
 BENCH_BIN:= $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test run clean bench
+.PHONY: all deps test run clean bench install uninstall
 all: deps $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN)
 
 # Installs missing Debian packages when run as root, otherwise says what is missing.
@@ -75,6 +75,37 @@ run: all
 
 bench: all
 	@./bench/run.sh
+
+# ---- install (issue #10): the command, its manual, and libf2fuse for other programs ----
+# `make install PREFIX=/usr/local DESTDIR=` puts f2fuse in $(BINDIR) (where mount.fuse3 finds
+# it for `mount -t fuse.f2fuse` and fstab lines: /bin/sh's default PATH), f2fuse(8) in
+# $(MANDIR)/man8, and libf2fuse.a, f2fuse.h and f2fuse.pc for `pkg-config --cflags --libs
+# f2fuse`.  The library is static: its one dependency (liburing) comes in through Requires.
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib
+INCDIR   ?= $(PREFIX)/include
+MANDIR   ?= $(PREFIX)/share/man
+PCDIR    ?= $(LIBDIR)/pkgconfig
+VERSION  := 0.1.0
+
+install: $(BUILD)/f2fuse $(LIB)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
+	    $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(PCDIR)
+	install -m 755 $(BUILD)/f2fuse $(DESTDIR)$(BINDIR)/f2fuse
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libf2fuse.a
+	install -m 644 include/f2fuse.h $(DESTDIR)$(INCDIR)/f2fuse.h
+	install -m 644 man/f2fuse.8 $(DESTDIR)$(MANDIR)/man8/f2fuse.8
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
+	    'Name: libf2fuse' 'Description: f2fs images in user space (read and write)' \
+	    'Version: $(VERSION)' 'Requires: liburing' \
+	    'Libs: -L$${libdir} -lf2fuse -lpthread' 'Cflags: -I$${includedir}' \
+	    >$(DESTDIR)$(PCDIR)/f2fuse.pc
+	chmod 644 $(DESTDIR)$(PCDIR)/f2fuse.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/f2fuse $(DESTDIR)$(LIBDIR)/libf2fuse.a \
+	    $(DESTDIR)$(INCDIR)/f2fuse.h $(DESTDIR)$(MANDIR)/man8/f2fuse.8 $(DESTDIR)$(PCDIR)/f2fuse.pc
 
 clean:
 	rm -rf build build-san build-tsan

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: every benchmark in turn; each writes its table to bench/results/NAME.md.
+# `make bench`: every benchmark in turn; each writes its table to bench/results/NAME.md, and
+# bench/chart.py draws it into bench/results/NAME.png.
 # BENCH=name[,name] runs only those (blk, checkpoint, trim).
 set -u
 cd "$(dirname "$0")/.."
@@ -13,5 +14,9 @@ for dir in bench/*/; do
     fi
     echo "== bench/$name"
     "$dir/run.sh" || { echo "bench/$name failed"; status=1; }
+    # its chart for docs/GUIDE.md (bench/chart.py: stdlib Python, PNG next to the table)
+    if [ -f "bench/results/$name.md" ]; then
+        python3 bench/chart.py "bench/results/$name.md" || echo "bench/$name: no chart"
+    fi
 done
 exit $status

@@ -196,6 +196,64 @@ int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen
 typedef void (*f2fuse_stat_fn)(void *arg, const char *name, uint64_t value);
 void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);
 
+/* ---- offline summary (f2fuse info) ----
+ * What an image's superblock and current checkpoint say: geometry, features, which of the
+ * two checkpoint packs is current, block and segment usage by log, and whether the last
+ * mount ended cleanly.  Describes the image as of its last checkpoint; on a read-write
+ * handle, usage is the live segment state instead. */
+#define F2FUSE_INFO_LOGS 6 /* hot, warm, cold data; hot, warm, cold node */
+struct f2fuse_info {
+    char volume_name[128];     /* UTF-8 */
+    uint8_t uuid[16];
+    char version[257];         /* kernel or tool that last wrote the superblock */
+    char init_version[257];    /* the one that made it */
+    uint32_t features;         /* superblock feature bits */
+    char feature_names[320];   /* the same as comma-separated names */
+    uint64_t device_bytes;
+    uint64_t block_count;      /* 4 KiB blocks the file system spans */
+    uint32_t segment_count, segs_per_sec, secs_per_zone, section_count;
+    uint32_t segments_cp, segments_sit, segments_nat, segments_ssa, segments_main;
+    uint32_t main_blkaddr;
+    uint32_t max_nid;
+
+    unsigned cp_pack;          /* 1 or 2: the current checkpoint pack */
+    uint64_t cp_version;
+    bool other_pack_valid;     /* the other pack: the previous checkpoint, if intact */
+    uint64_t other_pack_version;
+    uint32_t cp_flags;         /* ckpt_flags */
+    char cp_flag_names[256];
+    bool clean_unmount;        /* the last mount ended with an unmount checkpoint */
+    bool in_use;               /* another program has the image open read-write now (a live
+                                * f2fuse mount): the figures are its last checkpoint's */
+    bool needs_fsck;           /* an error or fsck flag is set */
+    uint32_t orphans;          /* inodes unlinked while open, freed at the next rw mount */
+    uint32_t fsync_nodes;      /* nodes written by fsync after the checkpoint (recovery) */
+    uint64_t elapsed_seconds;  /* mounted time recorded in the checkpoint */
+    uint64_t user_blocks, valid_blocks, free_blocks;
+    uint32_t valid_nodes, valid_inodes;
+    uint32_t free_segments, overprov_segments, reserved_segments;
+
+    bool usage_known;          /* false when the segment table could not be read */
+    struct {
+        uint32_t segments;     /* segments of this type holding valid blocks */
+        uint64_t valid_blocks;
+        uint32_t cur_segno, cur_blkoff; /* where the log writes next */
+    } logs[F2FUSE_INFO_LOGS];
+    uint32_t empty_segments;   /* main segments without a valid block */
+};
+
+int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info);
+
+/* Reports progress of a long operation: done out of total (units of the operation);
+ * return non-zero to stop it early (the operation then returns -EINTR, having left the
+ * image consistent). */
+typedef int (*f2fuse_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+/* f2fuse_trim with progress in bytes of the range scanned; *trimmed counts what was
+ * discarded before a stop. */
+int f2fuse_trim_progress(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
+                         uint64_t *trimmed, f2fuse_progress_fn fn, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

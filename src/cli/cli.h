@@ -1,4 +1,4 @@
-/* The f2fuse command: the daemon plus subcommands (walk, stat). */
+/* The f2fuse command: the daemon plus subcommands (walk, stat, trim, info). */
 #ifndef F2FUSE_CLI_CLI_H
 #define F2FUSE_CLI_CLI_H
 
@@ -10,5 +10,6 @@ int cli_apply_options(struct f2fuse_options *opts, const char *list);
 int walk_main(int argc, char **argv);
 int stat_main(int argc, char **argv);
 int trim_main(int argc, char **argv); /* trim.c */
+int info_main(int argc, char **argv); /* info.c */
 
 #endif

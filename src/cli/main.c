@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "fuse/ctl.h"
 #include "fuse/mount.h"
+#include "fuse/options.h"
 
 int cli_apply_options(struct f2fuse_options *opts, const char *list)
 {
@@ -48,11 +49,15 @@ int stat_main(int argc, char **argv)
 
 static void usage(FILE *out)
 {
-    mount_usage(out);
     fprintf(out,
+            "usage: f2fuse [-f] [-d] [-s] [-o OPTIONS] IMAGE MOUNTPOINT   mount\n"
+            "       f2fuse info [--json] IMAGE            summary of an image, offline\n"
             "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
             "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
-            "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n");
+            "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
+            "mount flags: -f foreground, -d debug (implies -f), -s single-threaded\n");
+    mount_options_help(out);
+    fprintf(out, "manual: man 8 f2fuse\n");
 }
 
 int main(int argc, char **argv)
@@ -67,6 +72,8 @@ int main(int argc, char **argv)
         return stat_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "trim") == 0)
         return trim_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "info") == 0)
+        return info_main(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;

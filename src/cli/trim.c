@@ -1,6 +1,7 @@
 /* f2fuse trim: FITRIM without a mount.  Opens the image read-write through the library
  * (roll-forward recovery and orphans as at any mount), discards its free space, closes it
- * with a clean checkpoint and prints the bytes trimmed as `fstrim -v` does. */
+ * with a clean checkpoint and prints the bytes trimmed as `fstrim -v` does.  On a terminal
+ * it shows progress; Ctrl-C stops it between steps, with the image closed cleanly. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 static const char usage_line[] =
     "usage: f2fuse trim [-o start=BYTES,len=BYTES,minlen=BYTES,OPTIONS] IMAGE\n";
@@ -76,20 +78,11 @@ static int apply(struct trim_args *t, struct f2fuse_options *opts, const char *l
     return ret;
 }
 
-/* "1.2 GiB" for a byte count, as fstrim -v prints it. */
-static void human(uint64_t n, char *out, size_t size)
+static int trim_progress(void *arg, uint64_t done, uint64_t total)
 {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    double v = (double)n;
-    unsigned u = 0;
-    while (v >= 1024 && u < 5) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(out, size, "%llu B", (unsigned long long)n);
-    else
-        snprintf(out, size, "%.1f %s", v, units[u]);
+    struct progress *p = arg;
+    progress_update(p, done, total);
+    return progress_stop_requested(p);
 }
 
 int trim_main(int argc, char **argv)
@@ -111,21 +104,32 @@ int trim_main(int argc, char **argv)
         return 2;
     }
     const char *image = argv[optind];
+    struct progress prog;
+    progress_begin(&prog, "trim", true); /* before the library starts its threads */
     struct f2fuse *fs;
     int err = f2fuse_open(image, &opts, &fs);
     if (err) {
+        progress_end(&prog);
         fprintf(stderr, "f2fuse: error: cannot open %s read-write: %s\n", image, strerror(-err));
         return 1;
     }
     uint64_t trimmed = 0;
-    err = f2fuse_trim(fs, t.start, t.len, t.minlen, &trimmed);
+    err = f2fuse_trim_progress(fs, t.start, t.len, t.minlen, &trimmed, trim_progress, &prog);
     f2fuse_close(fs);
+    progress_end(&prog);
+    char h[32];
+    progress_human(trimmed, h, sizeof(h));
+    if (err == -EINTR) {
+        /* 128 + signal, as a shell reports a command the signal ended */
+        fprintf(stderr, "f2fuse: trim of %s interrupted; the image is closed cleanly\n", image);
+        printf("%s: %s (%llu bytes) trimmed before the stop\n", image, h,
+               (unsigned long long)trimmed);
+        return 128 + (prog.stop_signal ? prog.stop_signal : SIGINT);
+    }
     if (err) {
         fprintf(stderr, "f2fuse: error: trim of %s failed: %s\n", image, strerror(-err));
         return 1;
     }
-    char h[32];
-    human(trimmed, h, sizeof(h));
     printf("%s: %s (%llu bytes) trimmed\n", image, h, (unsigned long long)trimmed);
     return 0;
 }

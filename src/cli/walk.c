@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "blk/blk.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "f2fuse.h"
 #include "util/crc.h"
 
@@ -25,6 +27,9 @@ struct walk {
     void *buf;
     uint32_t *seen_dirs; /* directories entered, to stop at loops */
     size_t nseen, capseen;
+    struct progress prog; /* entries walked of the inodes the checkpoint counts */
+    uint64_t inodes;
+    bool stopped;         /* Ctrl-C: no further entries */
 };
 
 static void problem(struct walk *w, const char *path, const char *what, int err)
@@ -158,6 +163,9 @@ static void walk_dir(struct walk *w, const char *path, const struct f2fuse_attr 
 
 static void walk_entry(struct walk *w, const char *path, uint32_t ino)
 {
+    if (w->stopped || (w->stopped = progress_stop_requested(&w->prog)))
+        return;
+    progress_update(&w->prog, w->entries, w->inodes);
     struct f2fuse_attr a;
     int err = f2fuse_getattr(w->fs, ino, &a);
     if (err) {
@@ -183,6 +191,12 @@ static void walk_entry(struct walk *w, const char *path, uint32_t ino)
                a.mode & 07777, a.nlink, (unsigned long long)a.size, path);
     }
     walk_xattrs(w, path, ino);
+}
+
+static void count_inodes(void *arg, const char *name, uint64_t value)
+{
+    if (strcmp(name, "fs.valid_inodes") == 0)
+        *(uint64_t *)arg = value;
 }
 
 static void count_corrupt(void *arg, const char *name, uint64_t value)
@@ -212,17 +226,25 @@ int walk_main(int argc, char **argv)
         fprintf(stderr, "usage: f2fuse walk [-q] [-o OPTIONS] IMAGE\n");
         return 2;
     }
+    progress_begin(&w.prog, "walk", false); /* before the library starts its threads */
+    if (!w.quiet && isatty(STDOUT_FILENO))
+        w.prog.draw = false; /* the listing itself shows the progress */
     int err = f2fuse_open(argv[optind], &opts, &w.fs);
     if (err) {
+        progress_end(&w.prog);
         fprintf(stderr, "f2fuse: error: cannot open %s: %s\n", argv[optind], strerror(-err));
         return 1;
     }
+    f2fuse_stats(w.fs, count_inodes, &w.inodes); /* the checkpoint's count: the total */
     w.buf = blk_alloc_buf(WALK_BUF);
     if (!w.buf) {
         f2fuse_close(w.fs);
+        progress_end(&w.prog);
         return 1;
     }
     walk_entry(&w, "/", f2fuse_root_ino(w.fs));
+    if (!w.stopped)
+        progress_update(&w.prog, w.entries, w.entries > w.inodes ? w.entries : w.inodes);
     /* Damage the library stepped over (a bad directory entry) is a problem too. */
     uint64_t corrupt = 0;
     f2fuse_stats(w.fs, count_corrupt, &corrupt);
@@ -234,6 +256,12 @@ int walk_main(int argc, char **argv)
     free(w.buf);
     free(w.seen_dirs);
     f2fuse_close(w.fs);
+    progress_end(&w.prog);
+    if (w.stopped) {
+        fprintf(stderr, "f2fuse: walk interrupted after %llu entries\n",
+                (unsigned long long)w.entries);
+        return 128 + w.prog.stop_signal;
+    }
     fprintf(stderr, "f2fuse: walked %llu entries, %llu bytes of file data, %u problem(s)\n",
             (unsigned long long)w.entries, (unsigned long long)w.bytes, w.errors);
     return w.errors ? 1 : 0;

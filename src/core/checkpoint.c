@@ -378,3 +378,18 @@ int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count)
     *count = n;
     return 0;
 }
+
+/* ---- the packs as they are (f2fuse info) ---- */
+
+int checkpoint_pack_version(struct f2fuse *fs, unsigned index, uint64_t *version)
+{
+    struct pack pk;
+    char why[200];
+    int err = pack_load(fs, le32(fs->sb.cp_blkaddr) + index * F2FS_BLOCKS_PER_SEG, &pk, why,
+                        sizeof(why));
+    if (err)
+        return err;
+    *version = pk.version;
+    free(pk.blocks);
+    return 0;
+}

@@ -797,6 +797,17 @@ void discard_block_allocated(struct f2fuse *fs, uint32_t blkaddr)
 int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
                 uint64_t *trimmed)
 {
+    return f2fuse_trim_progress(fs, start, len, minlen, trimmed, NULL, NULL);
+}
+
+/* Progress steps of a trim: about 200 over the range, of at least this many blocks (the
+ * pipeline of parallel discards drains at each step's end). */
+#define TRIM_STEPS 200u
+#define TRIM_STEP_MIN_BLOCKS (64u * SEG_BLKS)
+
+int f2fuse_trim_progress(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
+                         uint64_t *trimmed, f2fuse_progress_fn fn, void *arg)
+{
     if (trimmed)
         *trimmed = 0;
     int err = fs_writable(fs);
@@ -823,10 +834,29 @@ int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen
     pthread_mutex_lock(&dc->issue_lock);
     err = checkpoint_request(fs, BLK_PRIO_NORMAL); /* what was freed becomes free in a durable checkpoint */
     struct issuer is = {0};
+    bool stopped = false;
     if (!err && first < last) {
+        /* Everything is queued at once (so minlen sees whole extents), then issued step by
+         * step with a report after each. */
         seg_free_extents(fs->seg, (uint32_t)first, (uint32_t)last, (uint32_t)min_blocks,
                          queue_cb, dc);
-        issue(dc, (uint32_t)first, (uint32_t)last, UINT32_MAX, 1, &is);
+        uint64_t total = last - first, step = total;
+        if (fn) {
+            step = (total + TRIM_STEPS - 1) / TRIM_STEPS;
+            if (step < TRIM_STEP_MIN_BLOCKS)
+                step = TRIM_STEP_MIN_BLOCKS;
+        }
+        for (uint64_t at = first; at < last && !stopped; at += step) {
+            uint64_t to = last - at > step ? at + step : last;
+            issue(dc, (uint32_t)at, (uint32_t)to, UINT32_MAX, 1, &is);
+            stopped = fn && fn(arg, (to - first) * F2FS_BLKSIZE, total * F2FS_BLKSIZE) != 0;
+        }
+        if (stopped) {
+            /* What is still queued is simply not discarded: it stays free space. */
+            pthread_mutex_lock(&dc->lock);
+            drop_pending_locked(dc);
+            pthread_mutex_unlock(&dc->lock);
+        }
     }
     pthread_mutex_unlock(&dc->issue_lock);
     if (err)
@@ -840,6 +870,8 @@ int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen
     if (is.err)
         log_warn("trim: a discard failed: %s (%llu bytes trimmed)", strerror(-is.err),
                  (unsigned long long)is.bytes);
+    if (stopped)
+        return -EINTR;
     return is.err == -EOPNOTSUPP || (is.err && !is.bytes) ? is.err : 0;
 }
 

@@ -258,6 +258,7 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     struct f2fuse *fs = calloc(1, sizeof(*fs));
     if (!fs)
         return -ENOMEM;
+    fs->lock_fd = -1;
     fs->opts = *opts;
     /* A checkpoint must not starve behind a stream of operations: writers go first (no
      * operation takes cp_lock twice, so this cannot deadlock). */
@@ -291,7 +292,9 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
         free(fs);
         return err;
     }
-    err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
+    err = image_lock(fs, image); /* imagelock.c: one writer per image */
+    if (!err)
+        err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
         err = super_load(fs);
     if (!err)
@@ -345,6 +348,7 @@ void f2fuse_close(struct f2fuse *fs)
     pcache_destroy(fs->cache);
     if (fs->dev)
         blk_close(fs->dev);
+    image_unlock(fs); /* imagelock.c: last, once everything is on the image */
     free(fs->cp_block);
     pthread_rwlock_destroy(&fs->cp_lock);
     pthread_mutex_destroy(&fs->ns_lock);

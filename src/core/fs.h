@@ -109,6 +109,10 @@ struct f2fuse {
 
     atomic_uint_fast64_t corrupt_hits; /* times a damaged structure was met */
     atomic_uint_fast64_t inode_reads;
+
+    /* imagelock.c: one writer per image (flock held by a read-write open). */
+    int lock_fd;
+    bool in_use_rw; /* read-only open: another program had it open read-write */
 };
 
 /* Logs a corruption with the structure's name and returns -EIO. */
@@ -268,6 +272,16 @@ void fsync_checkpointed(struct f2fuse *fs); /* a checkpoint committed: all bits 
 /* recovery.c: replays what fsync wrote after the last checkpoint (roll-forward). */
 /* orphans: the inodes the mount freed just before (their fsync'ed nodes are moot). */
 int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans);
+
+/* imagelock.c: read-write opens wait (10 s at most, then -EBUSY) for the image's lock and
+ * hold it until image_unlock; read-only opens only note whether a writer holds it. */
+int image_lock(struct f2fuse *fs, const char *image);
+void image_unlock(struct f2fuse *fs);
+
+/* info.c (f2fuse info): the version of checkpoint pack index (0 or 1) when it is intact,
+ * and the nodes fsync wrote after the checkpoint that a read-write mount would replay. */
+int checkpoint_pack_version(struct f2fuse *fs, unsigned index, uint64_t *version);
+int recovery_pending(struct f2fuse *fs, uint32_t *nodes);
 
 /* fs.c: a byte count with an optional K/M/G suffix (option values); 0 or -EINVAL. */
 int fs_parse_size(const char *v, uint64_t *out);

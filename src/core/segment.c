@@ -1158,3 +1158,26 @@ void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
     emit(sink, "seg.new_segments", v[5]);
     emit(sink, "seg.enospc", v[6]);
 }
+
+/* ---- usage summary (f2fuse info) ------------------------------------------------------- */
+
+void seg_usage(struct seg_manager *sm, struct seg_log_usage usage[LOG_COUNT], uint32_t *empty)
+{
+    memset(usage, 0, sizeof(*usage) * LOG_COUNT);
+    *empty = 0;
+    pthread_mutex_lock(&sm->lock);
+    for (uint32_t s = 0; s < sm->main_segs; s++) {
+        const struct seg_entry *e = &sm->se[s];
+        if (!e->valid) {
+            (*empty)++;
+            continue;
+        }
+        usage[e->type].segments++;
+        usage[e->type].valid_blocks += e->valid;
+    }
+    for (int t = 0; t < LOG_COUNT; t++) {
+        usage[t].cur_segno = sm->logs[t].segno;
+        usage[t].cur_blkoff = sm->logs[t].next_blkoff;
+    }
+    pthread_mutex_unlock(&sm->lock);
+}

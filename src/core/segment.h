@@ -143,6 +143,16 @@ uint64_t seg_discard_candidates(struct seg_manager *sm, seg_range_fn fn, void *a
 uint64_t seg_free_extents(struct seg_manager *sm, uint32_t start, uint32_t end, uint32_t minlen,
                           seg_range_fn fn, void *arg);
 
+/* ---- usage summary (f2fuse info) ----
+ * Per SIT type: segments holding valid blocks and those blocks; each log's write position;
+ * *empty gets the main segments without a valid block (current ones included). */
+struct seg_log_usage {
+    uint32_t segments;
+    uint64_t valid_blocks;
+    uint32_t cur_segno, cur_blkoff;
+};
+void seg_usage(struct seg_manager *sm, struct seg_log_usage usage[LOG_COUNT], uint32_t *empty);
+
 /* Counters "seg.*": free, prefree, valid_blocks, alloc.<log> (blocks allocated per log),
  * ssa_writes, sit_blocks_written, new_segments, enospc. */
 void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink);

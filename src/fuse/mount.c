@@ -23,6 +23,7 @@
 #include "f2fuse.h"
 #include "fuse/ctl.h"
 #include "fuse/mount.h"
+#include "fuse/options.h"
 #include "util/log.h"
 
 /* Attributes and entries may be cached by the kernel for long: every change to the image
@@ -48,6 +49,7 @@ struct daemon {
     bool read_only;
     atomic_uint_fast64_t requests[OP_COUNT];
     atomic_uint_fast64_t errors[OP_COUNT];
+    struct id_map ids; /* uid=, gid=, umask= (options.c) */
 };
 
 static struct daemon *daemon_of(fuse_req_t req)
@@ -87,6 +89,7 @@ static void attr_to_stat(const struct daemon *d, const struct f2fuse_attr *a, st
     st->st_atim = a->atime;
     st->st_mtim = a->mtime;
     st->st_ctim = a->ctime;
+    id_map_apply(&d->ids, st);
 }
 
 static void reply_err(fuse_req_t req, int err)
@@ -731,7 +734,9 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
 struct cmdline {
     const char *image;
     struct f2fuse_options opts;
+    struct id_map ids;
     bool bad;
+    bool own_fsname; /* the user named the source: f2fuse does not add fsname= */
 };
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -744,24 +749,20 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         }
         return 1; /* the mount point, for fuse_parse_cmdline */
     }
-    if (key != FUSE_OPT_KEY_OPT)
+    if (key != FUSE_OPT_KEY_OPT || arg[0] == '-')
+        return 1; /* -f, -d, -s, ...: for fuse_parse_cmdline */
+    switch (mount_option(&c->opts, &c->ids, arg)) { /* options.c */
+    case MOPT_TAKEN:
+    case MOPT_DROP:
+        return 0;
+    case MOPT_PASS:
+        c->own_fsname |= strncmp(arg, "fsname=", 7) == 0;
         return 1;
-    char name[64];
-    const char *eq = strchr(arg, '=');
-    size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-    if (nlen >= sizeof(name))
-        return 1;
-    memcpy(name, arg, nlen);
-    name[nlen] = '\0';
-    int err = f2fuse_option_set(&c->opts, name, eq ? eq + 1 : NULL);
-    if (err == -EINVAL) {
-        log_err("bad value in option '%s' (f2fuse options: %s)", arg, f2fuse_option_names());
-        c->bad = true;
-        return -1;
+    case MOPT_BAD:
+        break;
     }
-    if (err == 0 && strcmp(name, "ro") != 0 && strcmp(name, "rw") != 0)
-        return 0; /* ours alone; ro/rw also go to the kernel mount */
-    return 1;
+    c->bad = true;
+    return -1;
 }
 
 void mount_usage(FILE *out)
@@ -771,9 +772,8 @@ void mount_usage(FILE *out)
             "  -f            stay in the foreground\n"
             "  -d            debug output (implies -f)\n"
             "  -s            single-threaded\n"
-            "  -o OPTIONS    comma-separated; f2fuse's own: %s;\n"
-            "                the rest are FUSE mount options (allow_other, ...)\n",
-            f2fuse_option_names());
+            "  -o OPTIONS    comma-separated, as listed below\n");
+    mount_options_help(out);
 }
 
 /* Going to the background: fork first, so that the image is opened, checked and mounted
@@ -847,7 +847,7 @@ int mount_main(int argc, char **argv)
     }
 
     int ret = 1, ready_fd = -1;
-    struct daemon d = {.read_only = c.opts.read_only};
+    struct daemon d = {.read_only = c.opts.read_only, .ids = c.ids};
     struct fuse_session *se = NULL;
     struct ctl_server *ctl = NULL;
     bool mounted = false;
@@ -869,7 +869,8 @@ int mount_main(int argc, char **argv)
 
     /* The kernel checks permissions against the modes we report, and names the mount. */
     char extra[PATH_MAX + 64];
-    bool plain_name = !strchr(c.image, ','); /* a comma would split the option list */
+    /* A comma would split the option list. */
+    bool plain_name = !strchr(c.image, ',') && !c.own_fsname;
     snprintf(extra, sizeof(extra), "-odefault_permissions,subtype=f2fuse%s%s%s",
              plain_name ? ",fsname=" : "", plain_name ? c.image : "",
              c.opts.read_only ? ",ro" : "");
