@@ -6,9 +6,9 @@
 void wb_limits_compute(const struct wb_tunables *t, uint64_t base, uint64_t bw,
                        struct wb_limits *out)
 {
-    uint64_t hard = t->dirty_bytes ? t->dirty_bytes : base / 100 * t->dirty_ratio;
+    uint64_t hard = t->dirty_bytes ? t->dirty_bytes : base * t->dirty_ratio / 100;
     uint64_t bg = t->dirty_background_bytes ? t->dirty_background_bytes
-                                            : base / 100 * t->dirty_background_ratio;
+                                            : base * t->dirty_background_ratio / 100;
     /* Dirty pages cannot be reclaimed: more than the cache budget is never allowed. */
     if (hard > base)
         hard = base;
