@@ -26,6 +26,7 @@
 #include "core/writeback_ctl.h"
 
 #define WB_MAX_CHUNK 1024u /* pages: the flusher's buffer */
+#define WB_MAX_INODES 16u  /* inodes merged into one chunk */
 
 struct wb_control {
     pthread_mutex_t lock;
@@ -37,7 +38,8 @@ struct wb_control {
     bool running, stopping, active;
     enum wb_reason reason;   /* of the running writeback (WB_NONE when idle) */
     unsigned waiters;        /* writers waiting at the hard limit */
-    uint32_t inflight_ino;   /* inode whose chunk is being written (0 = none) */
+    uint32_t inflight[WB_MAX_INODES]; /* inodes of the chunk being written */
+    unsigned ninflight;      /* written by the flusher under lock; read by it without */
     bool soft_error_logged;
 
     /* the flusher's own (only it touches them) */
@@ -49,7 +51,7 @@ struct wb_control {
 
     /* counters (under lock) */
     uint64_t starts[WB_REASONS];
-    uint64_t pages_written, chunks, requests, io_ns, errors, cp_requests;
+    uint64_t pages_written, chunks, chunk_inodes, requests, io_ns, errors, cp_requests;
     uint64_t pauses, pause_ns, limit_waits, limit_wait_ns, dirty_max;
 };
 
@@ -230,15 +232,56 @@ static int by_key(const void *a, const void *b)
  * segments emptied since the last one into free ones (the flusher itself only consumes). */
 #define WB_MIN_FREE_SEGMENTS 8u
 
-/* Writes one chunk of the inode with the oldest dirty data.  Returns pages written, 0 when
- * nothing was dirty, or -errno. */
+/* Adds the dirty pages of ino (up to room) to the chunk: blocks assigned, data copied into
+ * the flusher's buffer, pages marked clean.  Caller holds ino's stripe.  Returns how many
+ * were assigned (pages collected beyond those are left dirty, still referenced in pages[]). */
+static size_t chunk_add_inode(struct f2fuse *fs, uint32_t ino, size_t at, size_t room,
+                              size_t *collected, int *err)
+{
+    struct wb_control *wb = fs->wb;
+    struct page **pages = wb->pages + at;
+    size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA, page_of_ino, &ino, pages, room);
+    *collected = n;
+    if (!n)
+        return 0;
+    qsort(pages, n, sizeof(*pages), by_key);
+    struct page *ipage;
+    struct inode_info ii;
+    *err = inode_get(fs, ino, &ipage, &ii);
+    if (*err)
+        return 0;
+    size_t assigned = 0;
+    for (; assigned < n; assigned++) {
+        struct page *p = pages[assigned];
+        uint32_t *addr = &wb->addrs[at + assigned];
+        *err = data_assign_block(fs, &ii, ipage, p->key & 0xffffffffu, addr);
+        if (*err)
+            break;
+        memcpy(wb->buf + (at + assigned) * F2FS_BLKSIZE, p->data, F2FS_BLKSIZE);
+        pcache_mark_clean(fs->cache, p, *addr);
+    }
+    pcache_put(fs->cache, ipage);
+    return assigned;
+}
+
+static bool inflight_has(const struct wb_control *wb, uint32_t ino)
+{
+    for (unsigned i = 0; i < wb->ninflight; i++)
+        if (wb->inflight[i] == ino)
+            return true;
+    return false;
+}
+
+/* Writes one chunk: the inode with the oldest dirty data first, then the next oldest ones
+ * as long as their stripe is free at once (never waiting for a stripe while blocks are in
+ * flight: an fsync holding one may be waiting for those) and the chunk has room.  Returns
+ * pages written, 0 when nothing was dirty, or -errno. */
 static int write_chunk(struct f2fuse *fs, unsigned max_pages)
 {
     struct wb_control *wb = fs->wb;
     uint64_t key, dirtied;
     if (!pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied))
         return 0;
-    uint32_t ino = (uint32_t)(key >> 32);
     if (seg_free_segments(fs->seg) < WB_MIN_FREE_SEGMENTS + max_pages / F2FS_BLOCKS_PER_SEG + 1) {
         pthread_mutex_lock(&wb->lock);
         wb->cp_requests++;
@@ -252,32 +295,39 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
         pthread_rwlock_unlock(&fs->cp_lock);
         return -EIO;
     }
-    inode_lock_many(fs, &ino, 1);
-    size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA, page_of_ino, &ino, wb->pages,
-                                          max_pages);
-    qsort(wb->pages, n, sizeof(*wb->pages), by_key);
-    size_t assigned = 0;
+    size_t assigned = 0, held = 0; /* pages[0, held) are referenced */
     int err = 0;
-    if (n) {
-        struct page *ipage = NULL;
-        struct inode_info ii;
-        err = inode_get(fs, ino, &ipage, &ii);
-        if (err)
-            ipage = NULL;
-        for (; !err && assigned < n; assigned++) {
-            struct page *p = wb->pages[assigned];
-            err = data_assign_block(fs, &ii, ipage, p->key & 0xffffffffu, &wb->addrs[assigned]);
-            if (err)
+    uint32_t first_ino = (uint32_t)(key >> 32);
+    while (assigned < max_pages && wb->ninflight < WB_MAX_INODES) {
+        uint32_t ino = first_ino;
+        if (wb->ninflight) {
+            if (!pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied))
                 break;
-            memcpy(wb->buf + assigned * F2FS_BLKSIZE, p->data, F2FS_BLKSIZE);
-            pcache_mark_clean(fs->cache, p, wb->addrs[assigned]);
+            ino = (uint32_t)(key >> 32);
+            if (inflight_has(wb, ino))
+                break; /* more of an inode already in the chunk: next chunk */
         }
-        pcache_put(fs->cache, ipage);
+        pthread_mutex_t *stripe = &fs->inode_locks[ino % INODE_LOCK_STRIPES];
+        if (!wb->ninflight)
+            pthread_mutex_lock(stripe);
+        else if (pthread_mutex_trylock(stripe) != 0)
+            break;
+        size_t collected = 0;
+        size_t got = chunk_add_inode(fs, ino, held, max_pages - assigned, &collected, &err);
+        /* Pages collected but not assigned (an error) stay dirty: put them now. */
+        for (size_t i = held + got; i < held + collected; i++)
+            pcache_put(fs->cache, wb->pages[i]);
+        held += got;
+        assigned += got;
+        if (got) {
+            pthread_mutex_lock(&wb->lock);
+            wb->inflight[wb->ninflight++] = ino;
+            pthread_mutex_unlock(&wb->lock);
+        }
+        pthread_mutex_unlock(stripe);
+        if (err || !got)
+            break;
     }
-    pthread_mutex_lock(&wb->lock);
-    wb->inflight_ino = assigned ? ino : 0;
-    pthread_mutex_unlock(&wb->lock);
-    inode_unlock_many(fs, &ino, 1);
 
     /* One request per run of consecutive blocks: the buffer is in the same order. */
     unsigned nreq = 0;
@@ -303,18 +353,20 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
             pcache_mark_dirty(fs->cache, wb->pages[i]);
         if (!fs->write_error) {
             fs->write_error = ioerr;
-            log_err("background writeback of inode %u failed: %s; the mount turns read-only",
-                    ino, strerror(-ioerr));
+            log_err("background writeback failed: %s; the mount turns read-only",
+                    strerror(-ioerr));
         }
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < held; i++)
         pcache_put(fs->cache, wb->pages[i]);
     pthread_mutex_lock(&wb->lock);
-    wb->inflight_ino = 0;
+    unsigned inodes = wb->ninflight;
+    wb->ninflight = 0;
     if (!ioerr && assigned) {
         wb_bw_account(&wb->est, assigned * (uint64_t)F2FS_BLKSIZE, took);
         wb->pages_written += assigned;
         wb->chunks++;
+        wb->chunk_inodes += inodes;
         wb->requests += nreq;
         wb->io_ns += took;
     }
@@ -331,13 +383,13 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
         /* Could not place anything (no space until a checkpoint, a damaged inode, ...):
          * a checkpoint writes everything back or reports what is wrong. */
         if (!wb->soft_error_logged)
-            log_warn("background writeback of inode %u: %s; leaving it to a checkpoint", ino,
-                     strerror(-err));
+            log_warn("background writeback of inode %u: %s; leaving it to a checkpoint",
+                     first_ino, strerror(-err));
         wb->soft_error_logged = true;
         int cerr = checkpoint_request(fs, BLK_PRIO_LOW);
-        return cerr ? cerr : (int)n;
+        return cerr ? cerr : 1;
     }
-    return (int)(assigned ? assigned : n);
+    return (int)assigned;
 }
 
 static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns)
@@ -507,7 +559,7 @@ void writeback_wait_inode(struct f2fuse *fs, uint32_t ino)
     if (!wb)
         return;
     pthread_mutex_lock(&wb->lock);
-    while (wb->inflight_ino == ino)
+    while (inflight_has(wb, ino))
         pthread_cond_wait(&wb->progress, &wb->lock);
     pthread_mutex_unlock(&wb->lock);
 }
@@ -556,6 +608,7 @@ void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)
     }
     emit(sink, "wb.pages_written", wb->pages_written);
     emit(sink, "wb.chunks", wb->chunks);
+    emit(sink, "wb.chunk_inodes", wb->chunk_inodes);
     emit(sink, "wb.requests", wb->requests);
     emit(sink, "wb.io_ms", wb->io_ns / 1000000);
     emit(sink, "wb.errors", wb->errors);
