@@ -287,7 +287,7 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
         wb->cp_requests++;
         pthread_mutex_unlock(&wb->lock);
         int err = checkpoint_request(fs, BLK_PRIO_LOW);
-        return err ? err : 1;
+        return err ? err : 0; /* then a pause: a full image must not loop on checkpoints */
     }
 
     pthread_rwlock_rdlock(&fs->cp_lock);
@@ -387,7 +387,7 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
                      first_ino, strerror(-err));
         wb->soft_error_logged = true;
         int cerr = checkpoint_request(fs, BLK_PRIO_LOW);
-        return cerr ? cerr : 1;
+        return cerr ? cerr : 0;
     }
     return (int)assigned;
 }
