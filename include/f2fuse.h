@@ -49,6 +49,18 @@ struct f2fuse_options {
     unsigned discard_mode; /* F2FUSE_DISCARD_* (default parallel; the others are baselines) */
     uint64_t discard_max;  /* largest single discard request in bytes (default 64 MiB) */
     unsigned discard_qd;   /* discard requests in flight in parallel mode (default 32) */
+    /* writeback control (seed 001; all changeable on a running mount, see f2fuse_tune).
+     * Dirty means file data written and not yet on the device; ratios are % of cache_size,
+     * the most dirty data could ever take. */
+    uint64_t dirty_bytes;            /* hard limit: writers wait above it; 0 = dirty_ratio */
+    unsigned dirty_ratio;            /* default 20 */
+    uint64_t dirty_background_bytes; /* background writeback above it; 0 = the ratio */
+    unsigned dirty_background_ratio; /* default 10 */
+    unsigned dirty_expire_ms;        /* data dirty for longer is written back (default 30000) */
+    unsigned writeback_interval_ms;  /* the flusher's period (default 5000; 0 = off) */
+    unsigned dirty_background_time;  /* ms: background writeback also above the device's
+                                        estimated write bandwidth × this; 0 = off (default) */
+    uint64_t dev_bw;                 /* experiments: device limited to this many bytes/s */
 };
 
 #define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */
@@ -191,6 +203,11 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
  * -EOPNOTSUPP when the device cannot discard. */
 int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
                 uint64_t *trimmed);
+
+/* Changes a tunable of a mounted image by option name (the writeback options above and
+ * dev_bw): 0, -ENOENT for a name that cannot be changed while mounted, -EINVAL for a bad
+ * value, -EROFS for a writeback tunable on a read-only mount. */
+int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value);
 
 /* Reports every counter of the mount (block layer, cache, file system), one call each. */
 typedef void (*f2fuse_stat_fn)(void *arg, const char *name, uint64_t value);

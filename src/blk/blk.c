@@ -109,6 +109,8 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
     emit(sink, "blk.bounced", atomic_load(&dev->stats.bounced));
     emit(sink, "blk.short_resubmits", atomic_load(&dev->stats.short_resubmits));
     emit(sink, "blk.ioprio_rejected", atomic_load(&dev->stats.ioprio_rejected));
+    emit(sink, "blk.bw_limit", atomic_load(&dev->bw_limit));
+    emit(sink, "blk.bw_wait_ms", atomic_load(&dev->bw_wait_ns) / 1000000);
     emit(sink, "blk.direct", dev->direct ? 1 : 0);
     emit(sink, "blk.powercut.armed", dev->pc.armed ? 1 : 0);
     emit(sink, "blk.powercut.cut", blk_powercut_happened(dev) ? 1 : 0);
@@ -706,6 +708,7 @@ int blk_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
             return -EINVAL;
     if (n == 0)
         return 0;
+    blk_bwlimit_wait(dev, reqs, n);
     struct blk_req *on_stack[64];
     struct blk_req **batch = n <= 64 ? on_stack : malloc(n * sizeof(*batch));
     if (!batch)
@@ -891,6 +894,7 @@ static void dev_free(struct blk_dev *dev)
     pthread_mutex_destroy(&dev->idle_lock);
     pthread_cond_destroy(&dev->idle_cond);
     pthread_mutex_destroy(&dev->rmw_lock);
+    pthread_mutex_destroy(&dev->bw_lock);
     pc_fini(dev);
     free(dev);
 }
@@ -918,6 +922,8 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
     pthread_mutex_init(&dev->idle_lock, NULL);
     pthread_cond_init(&dev->idle_cond, NULL);
     pthread_mutex_init(&dev->rmw_lock, NULL);
+    pthread_mutex_init(&dev->bw_lock, NULL);
+    atomic_store(&dev->bw_limit, opts->bw_limit);
     pc_init(dev, opts);
 
     int mode = (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;

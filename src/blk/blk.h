@@ -88,6 +88,9 @@ struct blk_options {
     uint64_t powercut_after;
     bool powercut_torn;
     uint64_t powercut_seed;
+    /* Experiments (blk_bwlimit.c): the device moves at most bw_limit bytes/s of reads and
+     * writes (0 = unlimited), emulating a slow disk under an image on a fast one. */
+    uint64_t bw_limit;
 };
 
 /* Opens path (image file or block device).  With backend "uring" the device is opened
@@ -130,6 +133,10 @@ bool blk_powercut_happened(const struct blk_dev *dev);
 /* Caller write requests submitted so far (counted with or without power-cut mode), so a
  * test can learn how many cut points a workload has. */
 uint64_t blk_write_count(const struct blk_dev *dev);
+
+/* The device bandwidth limit (blk_options.bw_limit), changeable while in use. */
+void blk_set_bw_limit(struct blk_dev *dev, uint64_t bytes_per_s);
+uint64_t blk_bw_limit(const struct blk_dev *dev);
 
 /* Counters, names "blk.*": per op kind ops/bytes/errors, merged requests, in flight,
  * max in flight, bounced (unaligned) requests; "blk.powercut.*": armed, cut (0/1),

@@ -98,6 +98,12 @@ struct blk_dev {
     struct blk_bounce *rmw_head, *rmw_tail; /* waiting behind rmw_active */
 
     struct blk_powercut pc;
+
+    /* Bandwidth limit (blk_bwlimit.c): a virtual clock of when the emulated device is free. */
+    atomic_uint_fast64_t bw_limit; /* bytes/s, 0 = off */
+    pthread_mutex_t bw_lock;
+    uint64_t bw_busy_until_ns;     /* CLOCK_MONOTONIC */
+    atomic_uint_fast64_t bw_wait_ns;
 };
 
 extern const struct blk_backend_ops blk_uring_ops;
@@ -107,6 +113,10 @@ extern const struct blk_backend_ops blk_psync_ops;
  * It runs the bounce path's continuation for internal requests, and for the caller's
  * requests updates the counters and calls req->done. */
 void blk_req_complete(struct blk_dev *dev, struct blk_req *req);
+
+/* Bandwidth limit: holds the submitter until the emulated device has moved the batch's
+ * read and write bytes (after everything reserved before it: a FIFO device). */
+void blk_bwlimit_wait(struct blk_dev *dev, struct blk_req *const *reqs, unsigned n);
 
 /* BLKDISCARD over the 4 KiB blocks fully inside [off, off + len); 0 or -errno. */
 int blk_discard_blockdev(int fd, uint64_t off, uint64_t len);

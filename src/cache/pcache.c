@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #define PAGE_BYTES 4096u
 #define MIN_PAGES 64u
@@ -318,6 +319,9 @@ void pcache_mark_dirty(struct pcache *c, struct page *p)
 {
     pthread_mutex_lock(&c->lock);
     if (!p->dirty) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        p->dirtied_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
         p->dirty = true;
         list_unlink(p);
         list_add_tail(&c->dirty[p->space], p);
@@ -369,6 +373,20 @@ size_t pcache_dirty_count(struct pcache *c, enum page_space space)
     size_t n = c->ndirty[space];
     pthread_mutex_unlock(&c->lock);
     return n;
+}
+
+bool pcache_oldest_dirty(struct pcache *c, enum page_space space, uint64_t *key,
+                         uint64_t *dirtied_ns)
+{
+    pthread_mutex_lock(&c->lock);
+    struct page *p = c->dirty[space].lru_next;
+    bool any = p != &c->dirty[space];
+    if (any) {
+        *key = p->key;
+        *dirtied_ns = p->dirtied_ns;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return any;
 }
 
 bool pcache_over_budget(struct pcache *c)

@@ -33,6 +33,7 @@ struct page {
     bool uptodate;
     bool dirty;
     bool in_table;       /* false once dropped (failed load, pcache_forget) */
+    uint64_t dirtied_ns; /* CLOCK_MONOTONIC when it last went from clean to dirty */
     struct page *hash_next;
     struct page *lru_prev, *lru_next; /* LRU (clean, unreferenced) or the dirty list */
 };
@@ -63,6 +64,10 @@ size_t pcache_collect_dirty_match(struct pcache *cache, enum page_space space,
                                   bool (*match)(const struct page *page, void *arg), void *arg,
                                   struct page **pages, size_t max);
 size_t pcache_dirty_count(struct pcache *cache, enum page_space space);
+/* Writeback's view of the dirty list (oldest first): the key of the oldest dirty page of
+ * space and when it was dirtied.  False when none is dirty. */
+bool pcache_oldest_dirty(struct pcache *cache, enum page_space space, uint64_t *key,
+                         uint64_t *dirtied_ns);
 bool pcache_over_budget(struct pcache *cache);
 
 /* Drops (space, key) from the cache: the next get reads it again.  A holder of a reference

@@ -47,6 +47,35 @@ int stat_main(int argc, char **argv)
     return 0;
 }
 
+/* f2fuse set MOUNTPOINT name=value...: changes tunables of a running mount. */
+int set_main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: f2fuse set MOUNTPOINT NAME=VALUE...\n");
+        return 2;
+    }
+    int status = 0;
+    for (int i = 2; i < argc; i++) {
+        char command[512], reply[512] = "";
+        snprintf(command, sizeof(command), "set %s", argv[i]);
+        FILE *out = fmemopen(reply, sizeof(reply) - 1, "w");
+        if (!out)
+            return 1;
+        int err = ctl_request(argv[1], command, out);
+        fclose(out);
+        if (err) {
+            fprintf(stderr, "f2fuse: error: %s: no f2fuse mount answers there (%s)\n", argv[1],
+                    strerror(-err));
+            return 1;
+        }
+        if (strncmp(reply, "ok", 2) != 0) {
+            fprintf(stderr, "f2fuse: %s: %s", argv[i], reply[0] ? reply : "no reply\n");
+            status = 1;
+        }
+    }
+    return status;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -54,6 +83,7 @@ static void usage(FILE *out)
             "       f2fuse info [--json] IMAGE            summary of an image, offline\n"
             "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
             "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
+            "       f2fuse set MOUNTPOINT NAME=VALUE...    change tunables of a running mount\n"
             "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
             "mount flags: -f foreground, -d debug (implies -f), -s single-threaded\n");
     mount_options_help(out);
@@ -70,6 +100,8 @@ int main(int argc, char **argv)
         return walk_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "stat") == 0)
         return stat_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "set") == 0)
+        return set_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "trim") == 0)
         return trim_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "info") == 0)

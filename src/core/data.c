@@ -614,6 +614,37 @@ static bool page_of_inode(const struct page *page, void *arg)
     return page->key >> 32 == *(const uint32_t *)arg;
 }
 
+int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                      uint64_t index, uint32_t *blkaddr_out)
+{
+    struct dnode dn;
+    int err = dnode_get(fs, ii, ipage, index, true, &dn);
+    if (err)
+        return err;
+    struct f2fs_nat_entry ne;
+    err = nat_get(fs->nat, dn.nid, &ne);
+    struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
+                               .ofs_in_node = htole16((uint16_t)dn.ofs)};
+    uint32_t blkaddr = 0;
+    if (!err)
+        err = seg_alloc_block(fs->seg, S_ISDIR(ii->mode) ? LOG_HOT_DATA : LOG_WARM_DATA, &sum,
+                              &blkaddr);
+    if (!err) {
+        uint32_t old = le32(*dn.addr);
+        if (blkaddr_in_main(fs, old)) {
+            seg_invalidate_block(fs->seg, old);
+        } else if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
+            inode_add_blocks(ipage, 1);
+            pcache_mark_dirty(fs->cache, ipage);
+        }
+        *dn.addr = htole32(blkaddr);
+        pcache_mark_dirty(fs->cache, dn.page);
+        *blkaddr_out = blkaddr;
+    }
+    dnode_put(fs, ipage, &dn);
+    return err;
+}
+
 /* Writes every dirty data page (of inode only_ino, when not 0) to a new block of its log,
  * pointing the file at it.  Runs inside a checkpoint before node writeback, or for one
  * file's fsync. */
@@ -644,28 +675,9 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
                 if (err)
                     break;
             }
-            struct dnode dn;
-            err = dnode_get(fs, &ii, ipage, index, true, &dn);
-            if (err)
-                break;
-            struct f2fs_nat_entry ne;
-            err = nat_get(fs->nat, dn.nid, &ne);
-            struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
-                                       .ofs_in_node = htole16((uint16_t)dn.ofs)};
-            uint32_t blkaddr = 0;
-            if (!err)
-                err = seg_alloc_block(fs->seg, S_ISDIR(ii.mode) ? LOG_HOT_DATA : LOG_WARM_DATA,
-                                      &sum, &blkaddr);
+            uint32_t blkaddr;
+            err = data_assign_block(fs, &ii, ipage, index, &blkaddr);
             if (!err) {
-                uint32_t old = le32(*dn.addr);
-                if (blkaddr_in_main(fs, old)) {
-                    seg_invalidate_block(fs->seg, old);
-                } else if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
-                    inode_add_blocks(ipage, 1);
-                    pcache_mark_dirty(fs->cache, ipage);
-                }
-                *dn.addr = htole32(blkaddr);
-                pcache_mark_dirty(fs->cache, dn.page);
                 pages[i]->blkaddr = blkaddr;
                 reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio,
                                               .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
@@ -673,11 +685,14 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
                 rp[nreq] = &reqs[nreq];
                 nreq++;
             }
-            dnode_put(fs, ipage, &dn);
         }
         pcache_put(fs->cache, ipage);
-        if (!err)
+        if (!err) {
+            uint64_t t0 = writeback_clock_ns();
             err = blk_submit_wait(fs->dev, rp, (unsigned)nreq);
+            if (!err) /* the bandwidth estimate learns from every data writeback */
+                writeback_account(fs, nreq * (uint64_t)F2FS_BLKSIZE, writeback_clock_ns() - t0);
+        }
         for (size_t j = 0; j < n; j++) {
             if (!err)
                 pcache_mark_clean(fs->cache, pages[j], pages[j]->blkaddr);

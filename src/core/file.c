@@ -32,8 +32,10 @@ static uint64_t blocks_for(uint64_t size)
 ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
 {
     int err = fs_writable(fs);
-    if (!err)
-        err = fs_reserve(fs, blocks_for(size));
+    if (err)
+        return err;
+    writeback_throttle_before(fs, size); /* writeback.c: the hard dirty limit */
+    err = fs_reserve(fs, blocks_for(size));
     if (err)
         return err;
     file_begin(fs, ino);
@@ -54,6 +56,8 @@ ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t si
         pcache_put(fs->cache, ipage);
     }
     file_end(fs, ino);
+    if (ret > 0)
+        writeback_throttle_after(fs, (uint64_t)ret); /* writeback.c: smooth pause */
     return ret;
 }
 
@@ -312,6 +316,7 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
             pthread_mutex_lock(&fs->fsync_lock);
             fs->io_prio = prio; /* no checkpoint runs (cp_lock), no other fsync (fsync_lock) */
             pcache_mark_dirty(fs->cache, ipage); /* the inode carries the fsync mark */
+            writeback_wait_inode(fs, ino); /* the flusher's blocks land before our flush */
             err = data_writeback(fs, ino);
             if (!err)
                 err = node_writeback(fs, ino);

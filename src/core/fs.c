@@ -36,6 +36,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->checkpoint_batch_us = 15000;
     o->fsync_fast = true;
     discard_options_init(o); /* discard.c */
+    writeback_options_init(o); /* writeback.c */
 }
 
 const char *f2fuse_option_names(void)
@@ -44,6 +45,9 @@ const char *f2fuse_option_names(void)
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, checkpoint_batch_us=N, "
            "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
            "discard_max=BYTES[K|M|G], discard_qd=N, "
+           "dirty_bytes=BYTES, dirty_ratio=PCT, dirty_background_bytes=BYTES, "
+           "dirty_background_ratio=PCT, dirty_expire_ms=MS, writeback_interval_ms=MS, "
+           "dirty_background_time=MS, dev_bw=BYTES_PER_S, "
            "(tests) powercut=N, powercut_torn, powercut_seed=N";
 }
 
@@ -73,6 +77,9 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     if (derr != -ENOENT)
         return derr;
     derr = checkpoint_merge_option_set(o, name, value); /* checkpoint_merge.c */
+    if (derr != -ENOENT)
+        return derr;
+    derr = writeback_option_set(o, name, value); /* writeback.c */
     if (derr != -ENOENT)
         return derr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
@@ -285,7 +292,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
                              .read_only = opts->read_only,
                              .powercut_after = opts->powercut_after,
                              .powercut_torn = opts->powercut_torn,
-                             .powercut_seed = opts->powercut_seed};
+                             .powercut_seed = opts->powercut_seed,
+                             .bw_limit = opts->dev_bw};
     int err = blk_open(image, &bo, &fs->dev);
     if (err) {
         log_err("cannot open %s: %s", image, strerror(-err));
@@ -303,6 +311,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
         err = root_check(fs);
     if (!err && !opts->read_only)
         err = open_rw(fs);
+    if (!err && !opts->read_only)
+        err = writeback_init(fs); /* writeback.c: the flusher */
     if (err) {
         fs->write_error = err; /* no final checkpoint on the way out */
         f2fuse_close(fs);
@@ -323,6 +333,7 @@ void f2fuse_close(struct f2fuse *fs)
         pthread_mutex_unlock(&fs->cp_thread_lock);
         pthread_join(fs->cp_thread, NULL);
     }
+    writeback_stop(fs); /* the final checkpoint writes back what is dirty */
     checkpoint_merge_stop(fs);
     if (fs->seg && fs->nat && !fs->write_error) {
         /* The caller is gone: unlinked inodes it still held are freed now. */
@@ -342,6 +353,7 @@ void f2fuse_close(struct f2fuse *fs)
             log_err("final checkpoint failed: %s; the image keeps its previous checkpoint",
                     strerror(-err));
     }
+    writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
@@ -729,6 +741,11 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
     return 0;
 }
 
+int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value)
+{
+    return writeback_tune(fs, name, value); /* writeback.c */
+}
+
 void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
 {
     blk_emit_stats(fs->dev, fn, arg);
@@ -739,6 +756,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
         nat_emit_stats(fs->nat, fn, arg);
     checkpoint_merge_stats(fs, fn, arg);
     discard_emit_stats(fs, fn, arg); /* discard.c */
+    writeback_emit_stats(fs, fn, arg); /* writeback.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
     fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));

@@ -16,6 +16,7 @@
 #include "core/format.h"
 #include "core/nat.h"
 #include "core/segment.h"
+#include "core/writeback.h"
 #include "f2fuse.h"
 #include "util/log.h"
 
@@ -74,6 +75,7 @@ struct f2fuse {
     struct seg_manager *seg;
     struct nat_manager *nat;
     struct discard_control *discard; /* discard.c */
+    struct wb_control *wb;           /* writeback.c: the flusher, throttling, tunables */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
@@ -222,6 +224,10 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
 /* Frees every block and node of a file, past its size too (fallocate KEEP_SIZE). */
 int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
+/* Gives file block index of ii a new block in its data log and points the file at it (the
+ * old block turns invalid); the caller writes the page there.  Holds the inode's stripe. */
+int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                      uint64_t index, uint32_t *blkaddr);
 /* The cached page of file block index, created when absent: read from its block when
  * keep_old (and it has one), else zero-filled.  A block without one gets it reserved
  * (NEW_ADDR in its pointer, counted in i_blocks, as f2fs_reserve_block does), so that

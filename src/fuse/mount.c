@@ -713,9 +713,36 @@ static void print_stat(void *arg, const char *name, uint64_t value)
     fprintf(arg, "%s %llu\n", name, (unsigned long long)value);
 }
 
+/* "set name=value": a tunable of the running mount (f2fuse_tune).  The reply is "ok" or
+ * "error: ..." — `f2fuse set` turns the latter into its exit status. */
+static int ctl_set(struct daemon *d, const char *assignment, FILE *out)
+{
+    char name[64];
+    const char *eq = strchr(assignment, '=');
+    size_t nlen = eq ? (size_t)(eq - assignment) : 0;
+    if (!eq || nlen == 0 || nlen >= sizeof(name)) {
+        fprintf(out, "error: expected name=value\n");
+        return 0;
+    }
+    memcpy(name, assignment, nlen);
+    name[nlen] = '\0';
+    int err = f2fuse_tune(d->fs, name, eq + 1);
+    if (err == -ENOENT)
+        fprintf(out, "error: '%s' cannot be changed on a running mount\n", name);
+    else if (err == -EINVAL)
+        fprintf(out, "error: bad value for '%s': '%s'\n", name, eq + 1);
+    else if (err)
+        fprintf(out, "error: %s: %s\n", name, strerror(-err));
+    else
+        fprintf(out, "ok\n");
+    return 0;
+}
+
 static int ctl_handle(void *arg, const char *command, FILE *out)
 {
     struct daemon *d = arg;
+    if (strncmp(command, "set ", 4) == 0)
+        return ctl_set(d, command + 4, out);
     if (strcmp(command, "stat") != 0)
         return -EINVAL;
     f2fuse_stats(d->fs, print_stat, out);

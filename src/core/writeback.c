@@ -1,0 +1,621 @@
+/* Writeback control (seed 001): the flusher thread, writer throttling, the tunables.
+ *
+ * The flusher writes file data back outside checkpoints.  That keeps the crash model of
+ * f2fs intact: a block written here is referenced only by in-memory node pages until a
+ * checkpoint (or an fsync's node chain) persists them, and the blocks the last checkpoint
+ * references are never overwritten (logs only append to free segments, and a segment freed
+ * since the checkpoint stays unused until the next one).
+ *
+ * One chunk = dirty pages of one inode, in file order, at most ~100 ms of device time:
+ *   cp_lock shared (a checkpoint cannot run between pointing the nodes at the new blocks
+ *   and those blocks landing) -> the inode's stripe: collect, assign blocks, copy the data
+ *   into the flusher's buffer, mark the pages clean -> stripe dropped (writers go on) ->
+ *   one request per run of consecutive blocks at low priority -> pages put.
+ * The pages stay referenced through the I/O, so a reader finds them in the cache and never
+ * reads a block still being written; fsync of that inode waits for the chunk
+ * (writeback_wait_inode) so that its flush covers it. */
+#include "core/writeback.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fs.h"
+#include "core/writeback_ctl.h"
+
+#define WB_MAX_CHUNK 1024u /* pages: the flusher's buffer */
+#define WB_MAX_INODES 16u  /* inodes merged into one chunk */
+
+struct wb_control {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;     /* the flusher sleeps here */
+    pthread_cond_t progress; /* broadcast after every chunk: limit waiters, fsync */
+    struct wb_tunables t;
+    struct wb_bw_est est;
+    pthread_t thread;
+    bool running, stopping, active;
+    enum wb_reason reason;   /* of the running writeback (WB_NONE when idle) */
+    unsigned waiters;        /* writers waiting at the hard limit */
+    uint32_t inflight[WB_MAX_INODES]; /* inodes of the chunk being written */
+    unsigned ninflight;      /* written by the flusher under lock; read by it without */
+    bool soft_error_logged;
+
+    /* the flusher's own (only it touches them) */
+    uint8_t *buf;
+    struct page **pages;
+    uint32_t *addrs;
+    struct blk_req *reqs;
+    struct blk_req **rp;
+
+    /* counters (under lock) */
+    uint64_t starts[WB_REASONS];
+    uint64_t pages_written, chunks, chunk_inodes, requests, io_ns, errors, cp_requests;
+    uint64_t pauses, pause_ns, limit_waits, limit_wait_ns, dirty_max;
+};
+
+uint64_t writeback_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- options ---------------------------------------------------------------------- */
+
+void writeback_options_init(struct f2fuse_options *o)
+{
+    o->dirty_bytes = 0;
+    o->dirty_ratio = 20;
+    o->dirty_background_bytes = 0;
+    o->dirty_background_ratio = 10;
+    o->dirty_expire_ms = 30000;
+    o->writeback_interval_ms = 5000;
+    o->dirty_background_time = 0;
+    o->dev_bw = 0;
+}
+
+/* The one parser for mount options and `f2fuse set`.  Setting a ratio clears the byte
+ * value that would override it (the kernel's vm.dirty_* pairs behave the same). */
+static int parse_tunable(struct wb_tunables *t, uint64_t *dev_bw, const char *name,
+                         const char *value)
+{
+    static const char *const names[] = {"dirty_bytes", "dirty_ratio", "dirty_background_bytes",
+                                        "dirty_background_ratio", "dirty_expire_ms",
+                                        "writeback_interval_ms", "dirty_background_time",
+                                        "dev_bw"};
+    int which = -1;
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcmp(name, names[i]) == 0)
+            which = i;
+    if (which < 0)
+        return -ENOENT;
+    uint64_t n;
+    if (!value || fs_parse_size(value, &n))
+        return -EINVAL;
+    const uint64_t day_ms = 86400000ull;
+    switch (which) {
+    case 0: t->dirty_bytes = n; break;
+    case 1:
+        if (n > 100)
+            return -EINVAL;
+        t->dirty_ratio = (unsigned)n;
+        t->dirty_bytes = 0;
+        break;
+    case 2: t->dirty_background_bytes = n; break;
+    case 3:
+        if (n > 100)
+            return -EINVAL;
+        t->dirty_background_ratio = (unsigned)n;
+        t->dirty_background_bytes = 0;
+        break;
+    case 4:
+        if (n > day_ms)
+            return -EINVAL;
+        t->dirty_expire_ms = (unsigned)n;
+        break;
+    case 5:
+        if (n > day_ms)
+            return -EINVAL;
+        t->writeback_interval_ms = (unsigned)n;
+        break;
+    case 6:
+        if (n > day_ms)
+            return -EINVAL;
+        t->dirty_background_time = (unsigned)n;
+        break;
+    case 7:
+        if (n && n < 65536)
+            return -EINVAL; /* below 64 KiB/s a 4 KiB block would take most of a second */
+        *dev_bw = n;
+        break;
+    }
+    return 0;
+}
+
+static struct wb_tunables tunables_of(const struct f2fuse_options *o)
+{
+    return (struct wb_tunables){.dirty_bytes = o->dirty_bytes,
+                                .dirty_ratio = o->dirty_ratio,
+                                .dirty_background_bytes = o->dirty_background_bytes,
+                                .dirty_background_ratio = o->dirty_background_ratio,
+                                .dirty_expire_ms = o->dirty_expire_ms,
+                                .writeback_interval_ms = o->writeback_interval_ms,
+                                .dirty_background_time = o->dirty_background_time};
+}
+
+int writeback_option_set(struct f2fuse_options *o, const char *name, const char *value)
+{
+    struct wb_tunables t = tunables_of(o);
+    uint64_t bw = o->dev_bw;
+    int err = parse_tunable(&t, &bw, name, value);
+    if (err)
+        return err;
+    o->dirty_bytes = t.dirty_bytes;
+    o->dirty_ratio = t.dirty_ratio;
+    o->dirty_background_bytes = t.dirty_background_bytes;
+    o->dirty_background_ratio = t.dirty_background_ratio;
+    o->dirty_expire_ms = t.dirty_expire_ms;
+    o->writeback_interval_ms = t.writeback_interval_ms;
+    o->dirty_background_time = t.dirty_background_time;
+    o->dev_bw = bw;
+    return 0;
+}
+
+int writeback_tune(struct f2fuse *fs, const char *name, const char *value)
+{
+    struct wb_control *wb = fs->wb;
+    uint64_t bw = blk_bw_limit(fs->dev);
+    if (!wb) {
+        /* read-only mount: only the device limit means anything */
+        struct wb_tunables t = {0};
+        int err = parse_tunable(&t, &bw, name, value);
+        if (err)
+            return err;
+        if (strcmp(name, "dev_bw") != 0)
+            return -EROFS;
+        blk_set_bw_limit(fs->dev, bw);
+        return 0;
+    }
+    pthread_mutex_lock(&wb->lock);
+    struct wb_tunables t = wb->t;
+    int err = parse_tunable(&t, &bw, name, value);
+    if (!err) {
+        wb->t = t;
+        pthread_cond_signal(&wb->wake); /* a new threshold may call for writeback now */
+    }
+    pthread_mutex_unlock(&wb->lock);
+    if (!err)
+        blk_set_bw_limit(fs->dev, bw);
+    return err;
+}
+
+/* ---- decisions -------------------------------------------------------------------- */
+
+static uint64_t dirty_bytes_now(struct f2fuse *fs)
+{
+    return (uint64_t)pcache_dirty_count(fs->cache, PAGE_DATA) * F2FS_BLKSIZE;
+}
+
+static void limits_locked(struct f2fuse *fs, struct wb_limits *l)
+{
+    wb_limits_compute(&fs->wb->t, fs->opts.cache_size, fs->wb->est.bw, l);
+}
+
+static enum wb_reason evaluate_locked(struct f2fuse *fs, uint64_t now)
+{
+    struct wb_control *wb = fs->wb;
+    struct wb_limits l;
+    limits_locked(fs, &l);
+    uint64_t key, dirtied = now;
+    if (!pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied))
+        return WB_NONE;
+    uint64_t age = now > dirtied ? now - dirtied : 0;
+    return wb_trigger(&l, dirty_bytes_now(fs), wb->waiters > 0, age, wb->t.dirty_expire_ms);
+}
+
+/* ---- the flusher ------------------------------------------------------------------ */
+
+static bool page_of_ino(const struct page *page, void *arg)
+{
+    return page->key >> 32 == *(const uint32_t *)arg;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    uint64_t ka = (*(struct page *const *)a)->key, kb = (*(struct page *const *)b)->key;
+    return ka < kb ? -1 : ka > kb;
+}
+
+/* Free segments below which the flusher leaves writeback to a checkpoint, which turns the
+ * segments emptied since the last one into free ones (the flusher itself only consumes). */
+#define WB_MIN_FREE_SEGMENTS 8u
+
+/* Adds the dirty pages of ino (up to room) to the chunk: blocks assigned, data copied into
+ * the flusher's buffer, pages marked clean.  Caller holds ino's stripe.  Returns how many
+ * were assigned (pages collected beyond those are left dirty, still referenced in pages[]). */
+static size_t chunk_add_inode(struct f2fuse *fs, uint32_t ino, size_t at, size_t room,
+                              size_t *collected, int *err)
+{
+    struct wb_control *wb = fs->wb;
+    struct page **pages = wb->pages + at;
+    size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA, page_of_ino, &ino, pages, room);
+    *collected = n;
+    if (!n)
+        return 0;
+    qsort(pages, n, sizeof(*pages), by_key);
+    struct page *ipage;
+    struct inode_info ii;
+    *err = inode_get(fs, ino, &ipage, &ii);
+    if (*err)
+        return 0;
+    size_t assigned = 0;
+    for (; assigned < n; assigned++) {
+        struct page *p = pages[assigned];
+        uint32_t *addr = &wb->addrs[at + assigned];
+        *err = data_assign_block(fs, &ii, ipage, p->key & 0xffffffffu, addr);
+        if (*err)
+            break;
+        memcpy(wb->buf + (at + assigned) * F2FS_BLKSIZE, p->data, F2FS_BLKSIZE);
+        pcache_mark_clean(fs->cache, p, *addr);
+    }
+    pcache_put(fs->cache, ipage);
+    return assigned;
+}
+
+static bool inflight_has(const struct wb_control *wb, uint32_t ino)
+{
+    for (unsigned i = 0; i < wb->ninflight; i++)
+        if (wb->inflight[i] == ino)
+            return true;
+    return false;
+}
+
+/* Writes one chunk: the inode with the oldest dirty data first, then the next oldest ones
+ * as long as their stripe is free at once (never waiting for a stripe while blocks are in
+ * flight: an fsync holding one may be waiting for those) and the chunk has room.  Returns
+ * pages written, 0 when nothing was dirty, or -errno. */
+static int write_chunk(struct f2fuse *fs, unsigned max_pages)
+{
+    struct wb_control *wb = fs->wb;
+    uint64_t key, dirtied;
+    if (!pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied))
+        return 0;
+    if (seg_free_segments(fs->seg) < WB_MIN_FREE_SEGMENTS + max_pages / F2FS_BLOCKS_PER_SEG + 1) {
+        pthread_mutex_lock(&wb->lock);
+        wb->cp_requests++;
+        pthread_mutex_unlock(&wb->lock);
+        int err = checkpoint_request(fs, BLK_PRIO_LOW);
+        return err ? err : 0; /* then a pause: a full image must not loop on checkpoints */
+    }
+
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    if (fs->write_error) {
+        pthread_rwlock_unlock(&fs->cp_lock);
+        return -EIO;
+    }
+    size_t assigned = 0, held = 0; /* pages[0, held) are referenced */
+    int err = 0;
+    uint32_t first_ino = (uint32_t)(key >> 32);
+    while (assigned < max_pages && wb->ninflight < WB_MAX_INODES) {
+        uint32_t ino = first_ino;
+        if (wb->ninflight) {
+            if (!pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied))
+                break;
+            ino = (uint32_t)(key >> 32);
+            if (inflight_has(wb, ino))
+                break; /* more of an inode already in the chunk: next chunk */
+        }
+        pthread_mutex_t *stripe = &fs->inode_locks[ino % INODE_LOCK_STRIPES];
+        if (!wb->ninflight)
+            pthread_mutex_lock(stripe);
+        else if (pthread_mutex_trylock(stripe) != 0)
+            break;
+        size_t collected = 0;
+        size_t got = chunk_add_inode(fs, ino, held, max_pages - assigned, &collected, &err);
+        /* Pages collected but not assigned (an error) stay dirty: put them now. */
+        for (size_t i = held + got; i < held + collected; i++)
+            pcache_put(fs->cache, wb->pages[i]);
+        held += got;
+        assigned += got;
+        if (got) {
+            pthread_mutex_lock(&wb->lock);
+            wb->inflight[wb->ninflight++] = ino;
+            pthread_mutex_unlock(&wb->lock);
+        }
+        pthread_mutex_unlock(stripe);
+        if (err || !got)
+            break;
+    }
+
+    /* One request per run of consecutive blocks: the buffer is in the same order. */
+    unsigned nreq = 0;
+    for (size_t i = 0; i < assigned; i++) {
+        if (i && wb->addrs[i] == wb->addrs[i - 1] + 1) {
+            wb->reqs[nreq - 1].len += F2FS_BLKSIZE;
+            continue;
+        }
+        wb->reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_LOW,
+                                          .off = (uint64_t)wb->addrs[i] * F2FS_BLKSIZE,
+                                          .len = F2FS_BLKSIZE,
+                                          .buf = wb->buf + i * F2FS_BLKSIZE};
+        wb->rp[nreq] = &wb->reqs[nreq];
+        nreq++;
+    }
+    uint64_t t0 = writeback_clock_ns();
+    int ioerr = blk_submit_wait(fs->dev, wb->rp, nreq);
+    uint64_t took = writeback_clock_ns() - t0;
+    if (ioerr) {
+        /* Back to dirty (the content in memory is right; the next writeback gives them new
+         * blocks), and the mount turns read-only as after a failed fsync. */
+        for (size_t i = 0; i < assigned; i++)
+            pcache_mark_dirty(fs->cache, wb->pages[i]);
+        if (!fs->write_error) {
+            fs->write_error = ioerr;
+            log_err("background writeback failed: %s; the mount turns read-only",
+                    strerror(-ioerr));
+        }
+    }
+    for (size_t i = 0; i < held; i++)
+        pcache_put(fs->cache, wb->pages[i]);
+    pthread_mutex_lock(&wb->lock);
+    unsigned inodes = wb->ninflight;
+    wb->ninflight = 0;
+    if (!ioerr && assigned) {
+        wb_bw_account(&wb->est, assigned * (uint64_t)F2FS_BLKSIZE, took);
+        wb->pages_written += assigned;
+        wb->chunks++;
+        wb->chunk_inodes += inodes;
+        wb->requests += nreq;
+        wb->io_ns += took;
+    }
+    if (ioerr || err)
+        wb->errors++;
+    pthread_cond_broadcast(&wb->progress);
+    pthread_mutex_unlock(&wb->lock);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    if (!ioerr && assigned)
+        atomic_fetch_add(&fs->data_pages_written, assigned);
+    if (ioerr)
+        return ioerr;
+    if (err && !assigned) {
+        /* Could not place anything (no space until a checkpoint, a damaged inode, ...):
+         * a checkpoint writes everything back or reports what is wrong. */
+        if (!wb->soft_error_logged)
+            log_warn("background writeback of inode %u: %s; leaving it to a checkpoint",
+                     first_ino, strerror(-err));
+        wb->soft_error_logged = true;
+        int cerr = checkpoint_request(fs, BLK_PRIO_LOW);
+        return cerr ? cerr : 0;
+    }
+    return (int)assigned;
+}
+
+static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t t = (uint64_t)until.tv_nsec + ns % 1000000000ull;
+    until.tv_sec += (time_t)(ns / 1000000000ull + t / 1000000000ull);
+    until.tv_nsec = (long)(t % 1000000000ull);
+    pthread_cond_timedwait(cond, lock, &until);
+}
+
+static void *flusher_thread(void *arg)
+{
+    struct f2fuse *fs = arg;
+    struct wb_control *wb = fs->wb;
+    pthread_mutex_lock(&wb->lock);
+    while (!wb->stopping) {
+        enum wb_reason r = fs->write_error ? WB_NONE : evaluate_locked(fs, writeback_clock_ns());
+        if (r == WB_NONE) {
+            wb->active = false;
+            wb->reason = WB_NONE;
+            pthread_cond_broadcast(&wb->progress);
+            unsigned ms = wb->t.writeback_interval_ms;
+            /* The expire check needs the periodic wakeup; without it only a kick (a writer
+             * past a threshold, a tunable changed) starts writeback, as in the kernel. */
+            if (ms)
+                timed_wait(&wb->wake, &wb->lock, (uint64_t)ms * 1000000ull);
+            else
+                pthread_cond_wait(&wb->wake, &wb->lock);
+            continue;
+        }
+        if (!wb->active)
+            wb->starts[r]++;
+        wb->active = true;
+        wb->reason = r;
+        unsigned chunk = wb_chunk_pages(wb->est.bw);
+        pthread_mutex_unlock(&wb->lock);
+        int got = write_chunk(fs, chunk);
+        pthread_mutex_lock(&wb->lock);
+        if (got <= 0 && !wb->stopping) /* nothing done: do not spin */
+            timed_wait(&wb->wake, &wb->lock, 100000000ull);
+    }
+    wb->active = false;
+    pthread_cond_broadcast(&wb->progress);
+    pthread_mutex_unlock(&wb->lock);
+    return NULL;
+}
+
+int writeback_init(struct f2fuse *fs)
+{
+    struct wb_control *wb = calloc(1, sizeof(*wb));
+    if (!wb)
+        return -ENOMEM;
+    pthread_mutex_init(&wb->lock, NULL);
+    pthread_cond_init(&wb->wake, NULL);
+    pthread_cond_init(&wb->progress, NULL);
+    wb->t = tunables_of(&fs->opts);
+    wb_bw_init(&wb->est);
+    wb->buf = blk_alloc_buf((size_t)WB_MAX_CHUNK * F2FS_BLKSIZE);
+    wb->pages = calloc(WB_MAX_CHUNK, sizeof(*wb->pages));
+    wb->addrs = calloc(WB_MAX_CHUNK, sizeof(*wb->addrs));
+    wb->reqs = calloc(WB_MAX_CHUNK, sizeof(*wb->reqs));
+    wb->rp = calloc(WB_MAX_CHUNK, sizeof(*wb->rp));
+    fs->wb = wb;
+    if (!wb->buf || !wb->pages || !wb->addrs || !wb->reqs || !wb->rp)
+        return -ENOMEM;
+    int err = -pthread_create(&wb->thread, NULL, flusher_thread, fs);
+    wb->running = !err;
+    return err;
+}
+
+void writeback_stop(struct f2fuse *fs)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    pthread_mutex_lock(&wb->lock);
+    wb->stopping = true;
+    pthread_cond_broadcast(&wb->wake);
+    pthread_cond_broadcast(&wb->progress);
+    pthread_mutex_unlock(&wb->lock);
+    if (wb->running)
+        pthread_join(wb->thread, NULL);
+    wb->running = false;
+}
+
+void writeback_destroy(struct f2fuse *fs)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    writeback_stop(fs);
+    fs->wb = NULL;
+    free(wb->buf);
+    free(wb->pages);
+    free(wb->addrs);
+    free(wb->reqs);
+    free(wb->rp);
+    pthread_cond_destroy(&wb->progress);
+    pthread_cond_destroy(&wb->wake);
+    pthread_mutex_destroy(&wb->lock);
+    free(wb);
+}
+
+/* ---- the write path --------------------------------------------------------------- */
+
+void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_limits l;
+    limits_locked(fs, &l);
+    uint64_t dirty = dirty_bytes_now(fs);
+    if (dirty == 0 || dirty + bytes <= l.hard || !wb->running) {
+        pthread_mutex_unlock(&wb->lock);
+        return;
+    }
+    uint64_t t0 = writeback_clock_ns();
+    wb->limit_waits++;
+    wb->waiters++;
+    /* Waits for the flusher (which counts us as a reason to run) to make room; a write
+     * larger than the room that is left goes in once nothing is dirty. */
+    while (!wb->stopping && !fs->write_error && dirty && dirty + bytes > l.hard) {
+        pthread_cond_signal(&wb->wake);
+        timed_wait(&wb->progress, &wb->lock, 100000000ull);
+        limits_locked(fs, &l);
+        dirty = dirty_bytes_now(fs);
+    }
+    wb->waiters--;
+    wb->limit_wait_ns += writeback_clock_ns() - t0;
+    pthread_mutex_unlock(&wb->lock);
+}
+
+void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    uint64_t now = writeback_clock_ns();
+    pthread_mutex_lock(&wb->lock);
+    uint64_t dirty = dirty_bytes_now(fs);
+    if (dirty > wb->dirty_max)
+        wb->dirty_max = dirty;
+    if (!wb->active && evaluate_locked(fs, now) != WB_NONE)
+        pthread_cond_signal(&wb->wake);
+    struct wb_limits l;
+    limits_locked(fs, &l);
+    uint64_t pause = wb_throttle_pause_ns(&l, dirty, wb->est.bw, bytes);
+    if (pause) {
+        wb->pauses++;
+        wb->pause_ns += pause;
+    }
+    pthread_mutex_unlock(&wb->lock);
+    if (pause) {
+        struct timespec ts = {.tv_sec = (time_t)(pause / 1000000000ull),
+                              .tv_nsec = (long)(pause % 1000000000ull)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void writeback_wait_inode(struct f2fuse *fs, uint32_t ino)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    pthread_mutex_lock(&wb->lock);
+    while (inflight_has(wb, ino))
+        pthread_cond_wait(&wb->progress, &wb->lock);
+    pthread_mutex_unlock(&wb->lock);
+}
+
+void writeback_account(struct f2fuse *fs, uint64_t bytes, uint64_t busy_ns)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    pthread_mutex_lock(&wb->lock);
+    wb_bw_account(&wb->est, bytes, busy_ns);
+    pthread_mutex_unlock(&wb->lock);
+}
+
+void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)
+{
+    emit(sink, "wb.tune.dev_bw", blk_bw_limit(fs->dev));
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_limits l;
+    limits_locked(fs, &l);
+    const struct wb_tunables *t = &wb->t;
+    emit(sink, "wb.tune.dirty_bytes", t->dirty_bytes);
+    emit(sink, "wb.tune.dirty_ratio", t->dirty_ratio);
+    emit(sink, "wb.tune.dirty_background_bytes", t->dirty_background_bytes);
+    emit(sink, "wb.tune.dirty_background_ratio", t->dirty_background_ratio);
+    emit(sink, "wb.tune.dirty_expire_ms", t->dirty_expire_ms);
+    emit(sink, "wb.tune.writeback_interval_ms", t->writeback_interval_ms);
+    emit(sink, "wb.tune.dirty_background_time", t->dirty_background_time);
+    emit(sink, "wb.limit.hard_bytes", l.hard);
+    emit(sink, "wb.limit.background_bytes", l.background);
+    emit(sink, "wb.limit.bg_time_bytes", l.bg_time);
+    uint64_t dirty = dirty_bytes_now(fs);
+    emit(sink, "wb.dirty_bytes", dirty);
+    emit(sink, "wb.dirty_max_bytes", wb->dirty_max > dirty ? wb->dirty_max : dirty);
+    emit(sink, "wb.bw_estimate", wb->est.bw);
+    emit(sink, "wb.bw_samples", wb->est.samples);
+    emit(sink, "wb.active", wb->active);
+    emit(sink, "wb.reason", (uint64_t)wb->reason);
+    for (int r = WB_LIMIT; r < WB_REASONS; r++) {
+        char name[48];
+        snprintf(name, sizeof(name), "wb.started.%s", wb_reason_name((enum wb_reason)r));
+        emit(sink, name, wb->starts[r]);
+    }
+    emit(sink, "wb.pages_written", wb->pages_written);
+    emit(sink, "wb.chunks", wb->chunks);
+    emit(sink, "wb.chunk_inodes", wb->chunk_inodes);
+    emit(sink, "wb.requests", wb->requests);
+    emit(sink, "wb.io_ms", wb->io_ns / 1000000);
+    emit(sink, "wb.errors", wb->errors);
+    emit(sink, "wb.checkpoint_requests", wb->cp_requests);
+    emit(sink, "wb.throttle.pauses", wb->pauses);
+    emit(sink, "wb.throttle.pause_ms", wb->pause_ns / 1000000);
+    emit(sink, "wb.throttle.limit_waits", wb->limit_waits);
+    emit(sink, "wb.throttle.limit_wait_ms", wb->limit_wait_ns / 1000000);
+    pthread_mutex_unlock(&wb->lock);
+}

@@ -1,0 +1,48 @@
+/* Writeback control (writeback.c, seed 001): a flusher thread writes dirty file data back
+ * between checkpoints — when dirty data passes dirty_background_{bytes,ratio}, when it
+ * passes the device's estimated bandwidth × dirty_background_time, when it is older than
+ * dirty_expire_ms, or when writers wait at the hard limit — and writers are throttled
+ * smoothly below dirty_{bytes,ratio}.  The decisions themselves are in writeback_ctl.c. */
+#ifndef F2FUSE_CORE_WRITEBACK_H
+#define F2FUSE_CORE_WRITEBACK_H
+
+#include <stdint.h>
+
+#include "f2fuse.h"
+#include "util/stats.h"
+
+struct f2fuse;
+struct wb_control;
+
+/* Options: dirty_bytes, dirty_ratio, dirty_background_bytes, dirty_background_ratio,
+ * dirty_expire_ms, writeback_interval_ms, dirty_background_time, dev_bw.
+ * writeback_option_set returns -ENOENT for a name that is not one of them. */
+void writeback_options_init(struct f2fuse_options *o);
+int writeback_option_set(struct f2fuse_options *o, const char *name, const char *value);
+
+/* Read-write mounts: fs->wb and the flusher thread.  writeback_stop ends the thread (before
+ * the final checkpoint, which writes everything anyway); writeback_destroy frees. */
+int writeback_init(struct f2fuse *fs);
+void writeback_stop(struct f2fuse *fs);
+void writeback_destroy(struct f2fuse *fs);
+
+/* A running mount's tunables by name (the option names above): 0, -ENOENT, -EINVAL. */
+int writeback_tune(struct f2fuse *fs, const char *name, const char *value);
+
+/* Write path, outside every lock: _before waits while the write would take dirty data past
+ * the hard limit; _after pauses the writer smoothly and kicks the flusher. */
+void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes);
+void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes);
+
+/* fsync, holding ino's stripe lock: waits until no flusher write of ino is in flight, so
+ * that the blocks its nodes point at are on the device before fsync's flush. */
+void writeback_wait_inode(struct f2fuse *fs, uint32_t ino);
+
+/* Every data writeback reports bytes written and the time the I/O took (the estimate). */
+void writeback_account(struct f2fuse *fs, uint64_t bytes, uint64_t busy_ns);
+uint64_t writeback_clock_ns(void);
+
+/* Counters and current tunables, "wb.*". */
+void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink);
+
+#endif
