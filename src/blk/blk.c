@@ -111,6 +111,10 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
     emit(sink, "blk.ioprio_rejected", atomic_load(&dev->stats.ioprio_rejected));
     emit(sink, "blk.bw_limit", atomic_load(&dev->bw_limit));
     emit(sink, "blk.bw_wait_ms", atomic_load(&dev->bw_wait_ns) / 1000000);
+    emit(sink, "blk.bw_queue_ms.high", atomic_load(&dev->bw_class_wait_ns[0]) / 1000000);
+    emit(sink, "blk.bw_queue_ms.normal", atomic_load(&dev->bw_class_wait_ns[1]) / 1000000);
+    emit(sink, "blk.bw_queue_ms.low", atomic_load(&dev->bw_class_wait_ns[2]) / 1000000);
+    emit(sink, "blk.bw_queue_ms.idle", atomic_load(&dev->bw_class_wait_ns[3]) / 1000000);
     emit(sink, "blk.direct", dev->direct ? 1 : 0);
     emit(sink, "blk.powercut.armed", dev->pc.armed ? 1 : 0);
     emit(sink, "blk.powercut.cut", blk_powercut_happened(dev) ? 1 : 0);
@@ -895,6 +899,7 @@ static void dev_free(struct blk_dev *dev)
     pthread_cond_destroy(&dev->idle_cond);
     pthread_mutex_destroy(&dev->rmw_lock);
     pthread_mutex_destroy(&dev->bw_lock);
+    pthread_cond_destroy(&dev->bw_cond);
     pc_fini(dev);
     free(dev);
 }
@@ -923,6 +928,11 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
     pthread_cond_init(&dev->idle_cond, NULL);
     pthread_mutex_init(&dev->rmw_lock, NULL);
     pthread_mutex_init(&dev->bw_lock, NULL);
+    pthread_condattr_t mono;
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+    pthread_cond_init(&dev->bw_cond, &mono);
+    pthread_condattr_destroy(&mono);
     atomic_store(&dev->bw_limit, opts->bw_limit);
     pc_init(dev, opts);
 

@@ -22,17 +22,20 @@
 
 enum blk_op { BLK_READ, BLK_WRITE, BLK_FLUSH, BLK_DISCARD, BLK_OP_COUNT };
 
-/* Priority classes: checkpoint I/O goes ahead of normal, background writeback and discard
- * go behind it (mapped to io_uring's ioprio field). */
-enum blk_prio { BLK_PRIO_NORMAL, BLK_PRIO_HIGH, BLK_PRIO_LOW };
+/* Priority classes, most urgent first: checkpoint I/O (HIGH) goes ahead of foreground I/O
+ * (NORMAL), which goes ahead of background writeback, discard and the timer's checkpoint
+ * (LOW); IDLE is the class of a requester running under `ionice -c3` (Linux's idle class:
+ * served when nobody else needs the device).  Mapped to io_uring's ioprio field, and used
+ * by the queue of the bandwidth limit (blk_bwlimit.c). */
+enum blk_prio { BLK_PRIO_NORMAL, BLK_PRIO_HIGH, BLK_PRIO_LOW, BLK_PRIO_IDLE };
 
-/* The class of a Linux I/O priority value (ioprio_get(2)): real-time → HIGH, idle → LOW,
+/* The class of a Linux I/O priority value (ioprio_get(2)): real-time → HIGH, idle → IDLE,
  * best-effort or none → NORMAL. */
 static inline enum blk_prio blk_prio_of_ioprio(int ioprio)
 {
     switch (ioprio >> 13) {
     case 1: return BLK_PRIO_HIGH;
-    case 3: return BLK_PRIO_LOW;
+    case 3: return BLK_PRIO_IDLE;
     default: return BLK_PRIO_NORMAL;
     }
 }

@@ -69,6 +69,9 @@ struct blk_powercut {
     struct blk_req *parked_head, *parked_tail; /* arrived while cutting, finish after undo */
 };
 
+#define BLK_BW_CLASSES 4 /* the bandwidth limit's queues: HIGH, NORMAL, LOW, IDLE */
+struct bw_ticket;
+
 struct blk_dev {
     int fd;
     bool direct;      /* opened O_DIRECT: the backend needs aligned requests */
@@ -99,11 +102,15 @@ struct blk_dev {
 
     struct blk_powercut pc;
 
-    /* Bandwidth limit (blk_bwlimit.c): a virtual clock of when the emulated device is free. */
+    /* Bandwidth limit (blk_bwlimit.c): when the emulated device is free, and the batches
+     * waiting for it, one queue per priority class (HIGH, NORMAL, LOW, IDLE). */
     atomic_uint_fast64_t bw_limit; /* bytes/s, 0 = off */
     pthread_mutex_t bw_lock;
+    pthread_cond_t bw_cond;        /* CLOCK_MONOTONIC */
     uint64_t bw_busy_until_ns;     /* CLOCK_MONOTONIC */
+    struct bw_ticket *bw_queue[BLK_BW_CLASSES];
     atomic_uint_fast64_t bw_wait_ns;
+    atomic_uint_fast64_t bw_class_wait_ns[BLK_BW_CLASSES]; /* queueing only, per class */
 };
 
 extern const struct blk_backend_ops blk_uring_ops;

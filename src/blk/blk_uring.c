@@ -59,7 +59,9 @@ static uint16_t ioprio_of(enum blk_prio prio)
     switch (prio) {
     case BLK_PRIO_HIGH:
         return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 0);
-    case BLK_PRIO_LOW:
+    case BLK_PRIO_LOW: /* background: the lowest best-effort level, as the kernel's flusher */
+        return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7);
+    case BLK_PRIO_IDLE:
         return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0);
     default:
         return 0; /* inherit the task's priority */

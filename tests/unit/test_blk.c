@@ -616,6 +616,66 @@ static void test_priorities(void)
     close_and_remove(dev);
 }
 
+/* The bandwidth limit's queue serves classes in order: with the emulated device busy and
+ * four LOW batches queued behind it, a HIGH batch that arrives last goes next. */
+struct bw_racer {
+    struct blk_dev *dev;
+    enum blk_prio prio;
+    uint64_t off;
+    size_t len;
+    atomic_uint *order; /* the next finishing position */
+    unsigned position;
+    int err;
+};
+
+static void *bw_racer_main(void *arg)
+{
+    struct bw_racer *r = arg;
+    uint8_t *buf = blk_alloc_buf(r->len);
+    memset(buf, 0x5a, r->len);
+    struct blk_req req = {.op = BLK_WRITE, .prio = r->prio, .off = r->off, .len = r->len,
+                          .buf = buf};
+    struct blk_req *p = &req;
+    r->err = blk_submit_wait(r->dev, &p, 1);
+    r->position = atomic_fetch_add(r->order, 1);
+    free(buf);
+    return NULL;
+}
+
+static void test_bw_limit_priorities(void)
+{
+    struct blk_dev *dev = open_fresh(0);
+    blk_set_bw_limit(dev, 8u << 20); /* 1 MiB takes 125 ms on the emulated device */
+    CHECK_EQ(blk_bw_limit(dev), 8u << 20);
+    atomic_uint order = 0;
+    struct bw_racer r[6];
+    pthread_t th[6];
+    /* r[0] takes the device; r[1..4] (LOW) queue behind it; then r[5] (HIGH) arrives while
+     * r[0] still runs. */
+    for (unsigned i = 0; i < 6; i++) {
+        enum blk_prio prio = i == 5 ? BLK_PRIO_HIGH : BLK_PRIO_LOW;
+        r[i] = (struct bw_racer){.dev = dev, .prio = prio, .off = (uint64_t)i << 20,
+                                 .len = i == 5 ? BLK : 1u << 20, .order = &order};
+        pthread_create(&th[i], NULL, bw_racer_main, &r[i]);
+        usleep(i == 0 ? 30000 : 5000); /* r[0] first, the LOW ones queued before r[5] */
+    }
+    for (unsigned i = 0; i < 6; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(r[i].err, 0);
+    }
+    /* r[5] (4 KiB, HIGH) finishes right after r[0]: position 0 or 1 (it is tiny, so it may
+     * even finish first once granted), never behind a queued LOW batch. */
+    CHECK(r[5].position <= 1);
+    for (unsigned i = 1; i < 5; i++)
+        CHECK(r[i].position > r[5].position);
+    printf("     HIGH finished %u of 6; queue ms high=%llu low=%llu\n", r[5].position + 1,
+           (unsigned long long)stat_of(dev, "blk.bw_queue_ms.high"),
+           (unsigned long long)stat_of(dev, "blk.bw_queue_ms.low"));
+    CHECK(stat_of(dev, "blk.bw_queue_ms.low") > stat_of(dev, "blk.bw_queue_ms.high"));
+    blk_set_bw_limit(dev, 0);
+    close_and_remove(dev);
+}
+
 /* blk_close waits for everything in flight; every done() has run when it returns. */
 static void test_close_waits(void)
 {
@@ -893,6 +953,7 @@ int main(void)
         RUN(test_counters_exact);
         RUN(test_merge_adjacent);
         RUN(test_priorities);
+        RUN(test_bw_limit_priorities);
         RUN(test_close_waits);
         RUN(test_chained_submits);
         RUN(test_threads);
