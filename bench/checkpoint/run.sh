@@ -28,6 +28,11 @@
 #                       processes sharing dir2 would make one requester).  A and one C are
 #                       two synchronous requesters, which can at best be served in pairs;
 #                       more requesters show what merging can do
+#   CP_BENCH_SLOW_OPTS  also run off/on (one C) on an emulated slow, saturated device with these
+#                       mount options (default "dev_bw=50M,dirty_background_bytes=256K": a
+#                       50 MB/s device whose queue serves checkpoint I/O before background
+#                       writeback before the idle-class C; the flusher keeps B's dirty data
+#                       small, so checkpoints carry little of it); "" = skip
 #   CP_BENCH_TIMEOUT    seconds before thread A is given up (default 240)
 #   CP_BENCH_OPTS       extra f2fuse mount options (appended to every mount)
 #   CP_BENCH_DIR        where images and mount points live (default build/bench-checkpoint;
@@ -48,6 +53,7 @@ fsync_ops=${CP_BENCH_FSYNC_OPS:-2000}
 fsync_reps=${CP_BENCH_FSYNC_REPS:-3}
 do_ext4=${CP_BENCH_EXT4:-1}
 many_c=${CP_BENCH_MANY_C:-4}
+slow_opts=${CP_BENCH_SLOW_OPTS-dev_bw=50M,dirty_background_bytes=256K}
 a_timeout=${CP_BENCH_TIMEOUT:-240}
 extra_opts=${CP_BENCH_OPTS:+,$CP_BENCH_OPTS}
 dir=${CP_BENCH_DIR:-build/bench-checkpoint}
@@ -230,7 +236,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "-") printf "%.2f",
 : >"$log"
 echo "checkpoint bench: $ops ops of A, $reps reps, images in $dir" >&2
 for ((rep = 1; rep <= reps; rep++)); do
-    for cfg in off on ext4 off_many on_many; do
+    for cfg in off on ext4 off_many on_many off_slow on_slow; do
         nc=1
         case $cfg in
         off) mount_f2fuse nocheckpoint_merge ;;
@@ -240,6 +246,10 @@ for ((rep = 1; rep <= reps; rep++)); do
             [ "$many_c" -gt 1 ] || continue
             nc=$many_c
             if [ $cfg = off_many ]; then mount_f2fuse nocheckpoint_merge; else mount_f2fuse checkpoint_merge; fi ;;
+        *_slow)
+            [ -n "$slow_opts" ] || continue
+            if [ $cfg = off_slow ]; then mount_f2fuse "nocheckpoint_merge,$slow_opts"
+            else mount_f2fuse "checkpoint_merge,$slow_opts"; fi ;;
         esac
         fs=f2fuse; [ $cfg = ext4 ] && fs=ext4
         run_abc $fs "$nc"
@@ -269,12 +279,18 @@ cell() { # config key digits conv
 }
 many=0
 [ "$many_c" -gt 1 ] && many=1
+slow=0
+[ -n "$slow_opts" ] && slow=1
 row() { # label key digits [ms] [y = ext4 has it]
     local conv=${4:-fmt} off on line
     off=$(cell off "$2" "$3" "$conv") on=$(cell on "$2" "$3" "$conv")
     line="| $1 | $off | $on | $(ratio "$on" "$off")"
     if [ $many = 1 ]; then
         off=$(cell off_many "$2" "$3" "$conv") on=$(cell on_many "$2" "$3" "$conv")
+        line+=" | $off | $on | $(ratio "$on" "$off")"
+    fi
+    if [ $slow = 1 ]; then
+        off=$(cell off_slow "$2" "$3" "$conv") on=$(cell on_slow "$2" "$3" "$conv")
         line+=" | $off | $on | $(ratio "$on" "$off")"
     fi
     if [ "$do_ext4" = 1 ]; then
@@ -293,6 +309,7 @@ row() { # label key digits [ms] [y = ext4 has it]
     echo
     hdr="| | merge off | merge on | on/off" sep="|---|---:|---:|---:"
     [ $many = 1 ] && hdr+=" | off, ${many_c}×C | on, ${many_c}×C | on/off" sep+="|---:|---:|---:"
+    [ $slow = 1 ] && hdr+=" | off, slow dev | on, slow dev | on/off" sep+="|---:|---:|---:"
     [ "$do_ext4" = 1 ] && hdr+=" | ext4 (loop)" sep+="|---:"
     echo "$hdr |"
     echo "$sep|"
@@ -323,6 +340,8 @@ row() { # label key digits [ms] [y = ext4 has it]
     echo "- $t1: A's time with merge ≤ 0.5× without: $(fmt "$a_on" 2) s vs $(fmt "$a_off" 2) s (×$(ratio "$a_on" "$a_off"))."
     echo "- $t2: with merge, checkpoints written ≤ 0.5× requests: ×$(fmt "$ratio_on" 2)" \
          "($(med on written) of $(med on req))."
+    [ $slow = 1 ] && echo "- (slow device: $slow_opts) A ×$(ratio "$(med on_slow a_s)" "$(med off_slow a_s)")" \
+         "($(fmt "$(med on_slow a_s)" 2) s vs $(fmt "$(med off_slow a_s)" 2) s), written/requests ×$(fmt "$(med on_slow ratio)" 2); per run, A elapsed off $(all off_slow a_s), on $(all on_slow a_s)."
     [ $many = 1 ] && echo "- (information, not a target) with ${many_c} C processes: A ×$(ratio "$(med on_many a_s)" "$(med off_many a_s)")," \
          "written/requests ×$(fmt "$(med on_many ratio)" 2)."
     echo
