@@ -45,6 +45,9 @@ struct f2fuse_options {
     unsigned discard_mode; /* F2FUSE_DISCARD_* (default parallel; the others are baselines) */
     uint64_t discard_max;  /* largest single discard request in bytes (default 64 MiB) */
     unsigned discard_qd;   /* discard requests in flight in parallel mode (default 32) */
+    /* segment cleaning (GC): */
+    unsigned background_gc; /* F2FUSE_BGGC_*: 1 on (default), 0 off, 2 sync (src/core/gc.h) */
+    unsigned gc_idle_ms;    /* background GC waits this long without writes (default 1000) */
 };
 
 #define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */

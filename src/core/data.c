@@ -350,6 +350,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     if (addr == NULL_ADDR) {
         *dn.addr = htole32(NEW_ADDR);
         inode_add_blocks(ipage, 1);
+        atomic_fetch_add(&fs->reserved_blocks, 1);
         reserved = true;
     } else if (addr != NEW_ADDR && !blkaddr_in_main(fs, addr)) {
         err = fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area",
@@ -363,6 +364,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
         if (err) { /* no page will ever be written for it: give the reservation back */
             *dn.addr = htole32(NULL_ADDR);
             inode_add_blocks(ipage, -1);
+            atomic_fetch_sub(&fs->reserved_blocks, 1);
         } else {
             pcache_mark_dirty(fs->cache, dn.page);
             pcache_mark_dirty(fs->cache, ipage);
@@ -460,6 +462,8 @@ static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
         return;
     if (blkaddr_in_main(fs, a))
         seg_invalidate_block(fs->seg, a);
+    else if (a == NEW_ADDR)
+        atomic_fetch_sub(&fs->reserved_blocks, 1);
     *addr = 0;
     inode_add_blocks(ipage, -1);
 }
@@ -653,9 +657,13 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
             struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
                                        .ofs_in_node = htole16((uint16_t)dn.ofs)};
             uint32_t blkaddr = 0;
+            /* data moved by GC (gc.c) goes to the cold log, away from fresh writes */
+            enum log_type log = S_ISDIR(ii.mode)     ? LOG_HOT_DATA
+                                : pages[i]->gc_cold ? LOG_COLD_DATA
+                                                    : LOG_WARM_DATA;
+            pages[i]->gc_cold = false;
             if (!err)
-                err = seg_alloc_block(fs->seg, S_ISDIR(ii.mode) ? LOG_HOT_DATA : LOG_WARM_DATA,
-                                      &sum, &blkaddr);
+                err = seg_alloc_block(fs->seg, log, &sum, &blkaddr);
             if (!err) {
                 uint32_t old = le32(*dn.addr);
                 if (blkaddr_in_main(fs, old)) {
@@ -663,6 +671,8 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
                 } else if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
                     inode_add_blocks(ipage, 1);
                     pcache_mark_dirty(fs->cache, ipage);
+                } else if (old == NEW_ADDR) {
+                    atomic_fetch_sub(&fs->reserved_blocks, 1);
                 }
                 *dn.addr = htole32(blkaddr);
                 pcache_mark_dirty(fs->cache, dn.page);

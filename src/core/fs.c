@@ -35,6 +35,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->checkpoint_merge = true;
     o->fsync_fast = true;
     discard_options_init(o); /* discard.c */
+    gc_options_init(o);      /* gc.c */
 }
 
 const char *f2fuse_option_names(void)
@@ -42,7 +43,7 @@ const char *f2fuse_option_names(void)
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, "
            "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
-           "discard_max=BYTES[K|M|G], discard_qd=N, "
+           "discard_max=BYTES[K|M|G], discard_qd=N, background_gc=on|off|sync, gc_idle_ms=N, "
            "(tests) powercut=N, powercut_torn, powercut_seed=N";
 }
 
@@ -71,6 +72,9 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     int derr = discard_option_set(o, name, value); /* discard.c */
     if (derr != -ENOENT)
         return derr;
+    int gerr = gc_option_set(o, name, value); /* gc.c */
+    if (gerr != -ENOENT)
+        return gerr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
         if (value)
             return -EINVAL;
@@ -217,6 +221,8 @@ static int open_rw(struct f2fuse *fs)
     /* Data may not take the segments a checkpoint needs for its nodes. */
     seg_set_data_reserve(fs->seg, 3);
     err = discard_init(fs); /* discard.c: before recovery, whose checkpoint frees blocks */
+    if (!err)
+        err = gc_init(fs); /* gc.c: its thread starts after recovery */
     if (err)
         return err;
     /* Orphans first: they are listed in the checkpoint that recovery is about to replace. */
@@ -235,6 +241,8 @@ static int open_rw(struct f2fuse *fs)
     }
     if (!err)
         err = checkpoint_merge_start(fs);
+    if (!err)
+        err = gc_start(fs);
     if (err)
         return err;
     if (fs->opts.checkpoint_interval) {
@@ -312,6 +320,7 @@ void f2fuse_close(struct f2fuse *fs)
         pthread_mutex_unlock(&fs->cp_thread_lock);
         pthread_join(fs->cp_thread, NULL);
     }
+    gc_stop(fs); /* gc.c: before the checkpoint daemon it sends requests to */
     checkpoint_merge_stop(fs);
     if (fs->seg && fs->nat && !fs->write_error) {
         /* The caller is gone: unlinked inodes it still held are freed now. */
@@ -332,6 +341,7 @@ void f2fuse_close(struct f2fuse *fs)
                     strerror(-err));
     }
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
+    gc_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
     pcache_destroy(fs->cache);
@@ -404,7 +414,7 @@ int fs_writable(struct f2fuse *fs)
 
 /* Blocks that writing back what is dirty now could take, with room for the nodes that
  * writeback itself dirties. */
-static uint64_t pending_blocks(struct f2fuse *fs)
+uint64_t fs_pending_blocks(struct f2fuse *fs)
 {
     uint64_t data = pcache_dirty_count(fs->cache, PAGE_DATA);
     uint64_t nodes = pcache_dirty_count(fs->cache, PAGE_NODE);
@@ -412,17 +422,25 @@ static uint64_t pending_blocks(struct f2fuse *fs)
 }
 
 /* Segments kept back from the space check: the three node logs and the hot data log may
- * each need a fresh segment during one checkpoint. */
-#define RESERVED_SEGMENTS 4u
-
-static bool room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
+ * each need a fresh segment during one checkpoint (FS_LOG_RESERVED_SEGMENTS), and GC needs
+ * free segments to move valid blocks into (gc_reserved_segments). */
+uint64_t fs_used_blocks(struct f2fuse *fs)
 {
-    uint64_t need = pending_blocks(fs) + blocks;
+    int64_t reserved = atomic_load(&fs->reserved_blocks);
+    /* dirty nodes stand for the new ones: a node is created dirty (over-counts rewrites) */
+    return seg_valid_blocks(fs->seg) + (reserved > 0 ? (uint64_t)reserved : 0) +
+           pcache_dirty_count(fs->cache, PAGE_NODE);
+}
+
+bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
+{
+    uint64_t need = fs_pending_blocks(fs) + blocks;
     uint64_t user = le64(fs->cp->user_block_count);
-    *logical = seg_valid_blocks(fs->seg) + need <= user;
+    *logical = fs_used_blocks(fs) + blocks <= user;
     uint32_t free_segs = seg_free_segments(fs->seg);
-    uint64_t writable = free_segs > RESERVED_SEGMENTS
-                            ? (uint64_t)(free_segs - RESERVED_SEGMENTS) * F2FS_BLOCKS_PER_SEG
+    uint32_t reserved = FS_LOG_RESERVED_SEGMENTS + gc_reserved_segments(fs);
+    uint64_t writable = free_segs > reserved
+                            ? (uint64_t)(free_segs - reserved) * F2FS_BLOCKS_PER_SEG
                             : 0;
     return *logical && need <= writable;
 }
@@ -430,16 +448,14 @@ static bool room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
 int fs_reserve(struct f2fuse *fs, uint64_t blocks)
 {
     bool logical;
-    if (room_for(fs, blocks, &logical))
+    gc_note_activity(fs); /* gc.c: the background thread waits for idleness */
+    if (fs_room_for(fs, blocks, &logical))
         return 0;
     if (!logical)
         return -ENOSPC;
-    /* Out-of-place writes need free segments; a checkpoint writes back what is dirty and
-     * turns the segments it emptied into free ones. */
-    int err = f2fuse_sync(fs);
-    if (err)
-        return err;
-    return room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
+    /* Out-of-place writes need free segments: a checkpoint writes back what is dirty and
+     * turns the segments it emptied into free ones, and GC (gc.c) cleans victims. */
+    return gc_make_room(fs, blocks);
 }
 
 void fs_after_change(struct f2fuse *fs)
@@ -695,8 +711,7 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
     memset(st, 0, sizeof(*st));
     uint64_t user = le64(cp->user_block_count), valid = le64(cp->valid_block_count);
     if (fs->seg) {
-        uint64_t pending = pending_blocks(fs);
-        valid = seg_valid_blocks(fs->seg) + pending;
+        valid = fs_used_blocks(fs);
         if (valid > user)
             valid = user;
     }
@@ -726,6 +741,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
         nat_emit_stats(fs->nat, fn, arg);
     checkpoint_merge_stats(fs, fn, arg);
     discard_emit_stats(fs, fn, arg); /* discard.c */
+    gc_emit_stats(fs, fn, arg);      /* gc.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
     fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));

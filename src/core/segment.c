@@ -69,6 +69,8 @@ struct seg_manager {
     uint64_t *prefree_map;
     uint64_t *changed_map;     /* segments whose map changed since the last checkpoint */
     uint64_t *hold_map;        /* free segments allocation must not take (recovery) */
+    uint64_t *gc_busy_map;     /* GC victims being migrated: not picked again */
+    uint64_t *gc_skip_map;     /* victims GC could not empty: skipped until they change */
     uint64_t *sit_dirty;       /* one bit per SIT block */
     uint8_t *committed_bitmap; /* SIT version bitmap of the last committed checkpoint */
     uint8_t *sit_bitmap;       /* the one the next checkpoint carries */
@@ -624,6 +626,8 @@ void seg_destroy(struct seg_manager *sm)
     free(sm->prefree_map);
     free(sm->changed_map);
     free(sm->hold_map);
+    free(sm->gc_busy_map);
+    free(sm->gc_skip_map);
     free(sm->sit_dirty);
     free(sm->committed_bitmap);
     free(sm->sit_bitmap);
@@ -678,11 +682,14 @@ int seg_load(struct f2fuse *fs, struct seg_manager **out)
     sm->prefree_map = calloc(seg_words, sizeof(uint64_t));
     sm->changed_map = calloc(seg_words, sizeof(uint64_t));
     sm->hold_map = calloc(seg_words, sizeof(uint64_t));
+    sm->gc_busy_map = calloc(seg_words, sizeof(uint64_t));
+    sm->gc_skip_map = calloc(seg_words, sizeof(uint64_t));
     sm->sit_dirty = calloc(sit_words, sizeof(uint64_t));
     sm->committed_bitmap = malloc(sm->sit_bitmap_bytes);
     sm->sit_bitmap = malloc(sm->sit_bitmap_bytes);
     sm->sum_mem = blk_alloc_buf((size_t)LOG_COUNT * F2FS_BLKSIZE);
     if (!sm->se || !sm->free_map || !sm->prefree_map || !sm->changed_map || !sm->sit_dirty ||
+        !sm->hold_map || !sm->gc_busy_map || !sm->gc_skip_map ||
         !sm->committed_bitmap || !sm->sit_bitmap || !sm->sum_mem)
         goto fail;
     memset(sm->sum_mem, 0, (size_t)LOG_COUNT * F2FS_BLKSIZE);
@@ -821,6 +828,7 @@ void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr)
     f2fs_clear_bit(off, e->map);
     e->valid--;
     sm->valid_blocks--;
+    bm_clear(sm->gc_skip_map, segno); /* it changed: GC may try it again */
     seg_mark_dirty(sm, segno);
     bm_set(sm->changed_map, segno);
     seg_update_state(sm, segno);
@@ -1157,4 +1165,111 @@ void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
     emit(sink, "seg.sit_blocks_written", v[4]);
     emit(sink, "seg.new_segments", v[5]);
     emit(sink, "seg.enospc", v[6]);
+}
+
+/* ---- segment cleaning support (gc.c) --------------------------------------------------- */
+
+/* A segment GC may take as a victim: written, not full, no log in it, not held by recovery,
+ * not being cleaned, not known to be uncleanable. */
+static bool gc_candidate(const struct seg_manager *sm, uint32_t s)
+{
+    const struct seg_entry *e = &sm->se[s];
+    return e->log == NO_LOG && e->valid > 0 && e->valid < BLKS && !bm_test(sm->hold_map, s) &&
+           !bm_test(sm->gc_busy_map, s) && !bm_test(sm->gc_skip_map, s);
+}
+
+uint32_t seg_gc_pick(struct seg_manager *sm, enum gc_policy policy, uint32_t max_valid,
+                     struct seg_gc_victim *v)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t min_mtime = UINT64_MAX, max_mtime = 0;
+    if (policy == GC_COST_BENEFIT) {
+        for (uint32_t s = 0; s < sm->main_segs; s++) {
+            if (!gc_candidate(sm, s))
+                continue;
+            if (sm->se[s].mtime < min_mtime)
+                min_mtime = sm->se[s].mtime;
+            if (sm->se[s].mtime > max_mtime)
+                max_mtime = sm->se[s].mtime;
+        }
+    }
+    uint32_t best = UINT32_MAX;
+    uint64_t best_cost = UINT64_MAX;
+    for (uint32_t s = 0; s < sm->main_segs; s++) {
+        const struct seg_entry *e = &sm->se[s];
+        if (!gc_candidate(sm, s) || e->valid > max_valid)
+            continue;
+        uint64_t cost;
+        if (policy == GC_GREEDY) {
+            cost = e->valid;
+        } else {
+            /* The kernel's get_cb_cost: utilization u and age (0 = youngest, 100 = oldest)
+             * in percent; the benefit (1-u)/(1+u) * age is largest for old, empty segments. */
+            uint64_t u = (uint64_t)e->valid * 100 / BLKS;
+            uint64_t age = max_mtime > min_mtime
+                               ? 100 - 100 * (e->mtime - min_mtime) / (max_mtime - min_mtime)
+                               : 0;
+            cost = UINT32_MAX - 100 * (100 - u) * age / (100 + u);
+        }
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = s;
+        }
+    }
+    if (best != UINT32_MAX && v) {
+        const struct seg_entry *e = &sm->se[best];
+        v->segno = best;
+        v->valid = e->valid;
+        v->type = e->type;
+        v->mtime = e->mtime;
+        memcpy(v->map, e->map, SIT_VBLOCK_MAP_SIZE);
+        bm_set(sm->gc_busy_map, best);
+    }
+    pthread_mutex_unlock(&sm->lock);
+    return best;
+}
+
+bool seg_gc_done(struct seg_manager *sm, uint32_t segno, bool skip)
+{
+    pthread_mutex_lock(&sm->lock);
+    bool empty = segno < sm->main_segs && sm->se[segno].valid == 0;
+    if (segno < sm->main_segs) {
+        bm_clear(sm->gc_busy_map, segno);
+        if (!empty && skip)
+            bm_set(sm->gc_skip_map, segno);
+    }
+    pthread_mutex_unlock(&sm->lock);
+    return empty;
+}
+
+int seg_read_ssa(struct seg_manager *sm, uint32_t segno, enum blk_prio prio,
+                 struct f2fs_summary_block *out)
+{
+    if (segno >= sm->main_segs)
+        return -EINVAL;
+    struct blk_req req = {.op = BLK_READ, .prio = prio,
+                          .off = (uint64_t)(sm->ssa_blkaddr + segno) * F2FS_BLKSIZE,
+                          .len = F2FS_BLKSIZE, .buf = out};
+    struct blk_req *r = &req;
+    return blk_submit_wait(sm->fs->dev, &r, 1);
+}
+
+uint32_t seg_block_addr(struct seg_manager *sm, uint32_t segno, unsigned off)
+{
+    return sm->main_blkaddr + segno * BLKS + off;
+}
+
+uint32_t seg_main_segments(struct seg_manager *sm)
+{
+    return sm->main_segs;
+}
+
+uint64_t seg_blocks_allocated(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t n = 0;
+    for (int t = 0; t < LOG_COUNT; t++)
+        n += sm->st_alloc[t];
+    pthread_mutex_unlock(&sm->lock);
+    return n;
 }
