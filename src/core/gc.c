@@ -33,6 +33,7 @@ struct gc_control {
     pthread_t thread;
     bool running, stopping;
     atomic_uint_fast64_t last_activity_ns;
+    bool bg_error_logged;
 
     atomic_uint_fast64_t fg_rounds, bg_rounds, fg_segments, bg_segments;
     atomic_uint_fast64_t data_moved, node_moved, unmovable, enospc, fg_wait_ns;
@@ -203,11 +204,11 @@ static uint64_t move_cost(const struct seg_gc_victim *v, const struct f2fs_summa
 
 /* ---- one round -------------------------------------------------------------------------- */
 
-/* Blocks a round may write: the free segments beyond the node logs' reserve (and, for
- * background GC, beyond GC's own reserve too), less what is dirty already. */
-static uint64_t round_budget(struct f2fuse *fs, bool background)
+/* Blocks a round may write: the free segments beyond the node logs' reserve, less what is
+ * dirty already (GC's own reserve is what it spends). */
+static uint64_t round_budget(struct f2fuse *fs)
 {
-    uint32_t keep = FS_LOG_RESERVED_SEGMENTS + (background ? fs->gc->reserved : 0);
+    uint32_t keep = FS_LOG_RESERVED_SEGMENTS;
     uint32_t free_segs = seg_free_segments(fs->seg);
     uint64_t budget = free_segs > keep ? (uint64_t)(free_segs - keep) * BLKS : 0;
     uint64_t pending = fs_pending_blocks(fs);
@@ -320,7 +321,7 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
         synced = true;
         uint32_t before = seg_free_segments(fs->seg);
         uint32_t cleaned;
-        err = gc_round(fs, false, GC_GREEDY, round_budget(fs, false), GC_MAX_VICTIMS, &cleaned);
+        err = gc_round(fs, false, GC_GREEDY, round_budget(fs), GC_MAX_VICTIMS, &cleaned);
         if (err == -EAGAIN) {
             err = -ENOSPC;
             break;
@@ -364,9 +365,13 @@ static void background_step(struct f2fuse *fs)
     if (pthread_mutex_trylock(&gc->lock))
         return; /* foreground GC is at work */
     uint32_t cleaned;
-    gc_round(fs, true, mode == F2FUSE_BGGC_SYNC ? GC_GREEDY : GC_COST_BENEFIT,
-             round_budget(fs, true), BG_MAX_VICTIMS, &cleaned);
+    int err = gc_round(fs, true, mode == F2FUSE_BGGC_SYNC ? GC_GREEDY : GC_COST_BENEFIT,
+                       round_budget(fs), BG_MAX_VICTIMS, &cleaned);
     pthread_mutex_unlock(&gc->lock);
+    if (err && err != -EAGAIN && !gc->bg_error_logged) {
+        gc->bg_error_logged = true;
+        log_err("background GC failed: %s", strerror(-err));
+    }
 }
 
 static void *gc_thread(void *arg)

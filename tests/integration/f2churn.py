@@ -39,7 +39,8 @@ class Churn:
         self.written = 0       # bytes written by the workload
         self.timeline = []     # (seconds since start, bytes written) after each operation
         self.t0 = time.monotonic()
-        self.inflight = None   # fids the running operation touches (power-cut test)
+        self.inflight = set()  # fids the last step touched (power-cut test: uncertain)
+        self.last_op = None    # description of the last operation (failure messages)
         for k in range(ndirs):
             os.makedirs(os.path.join(mnt, "d%d" % k), exist_ok=True)
 
@@ -81,7 +82,8 @@ class Churn:
     def create(self, size, sync=False):
         fid = self.next_fid
         self.next_fid += 1
-        self.inflight = (fid,)
+        self.inflight.add(fid)
+        self.last_op = ("create", fid, size)
         nblk = (size + BLK - 1) // BLK
         vers = [0] * nblk
         fd = os.open(self.path(fid), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -103,7 +105,8 @@ class Churn:
             os.close(fd)
 
     def delete(self, fid, sync=False):
-        self.inflight = (fid,)
+        self.inflight.add(fid)
+        self.last_op = ("delete", fid)
         os.unlink(self.path(fid))
         size, _ = self.files.pop(fid)
         self.used -= self.rounded(size)
@@ -111,12 +114,13 @@ class Churn:
             self.sync_dir(fid)
 
     def overwrite(self, fid, sync=False):
-        self.inflight = (fid,)
+        self.inflight.add(fid)
         size, vers = self.files[fid]
         nblk = len(vers)
         n = min(nblk, self.rng.choice((1, 1, 2, 4, 8, 16, 64, 256)))
         first = self.rng.randrange(nblk - n + 1)
         new = [vers[first + i] + 1 for i in range(n)]
+        self.last_op = ("overwrite", fid, first, n)
         fd = os.open(self.path(fid), os.O_WRONLY)
         try:
             # the model changes first: a failed write leaves the file uncertain (inflight)
@@ -134,12 +138,13 @@ class Churn:
                 size = target - self.used
                 if size < BLK:
                     break
+            self.inflight = set()
             self.create(size, sync)
-            self.inflight = None
         self.mark()
 
     def step(self, sync=False):
         """One random operation: mostly a partial overwrite, sometimes a replacement."""
+        self.inflight = set()
         if self.files and self.rng.random() < 0.75:
             self.overwrite(self.rng.choice(list(self.files)), sync)
         else:
@@ -153,7 +158,6 @@ class Churn:
                 size = min(self.random_size(), room)
                 if self.rng.random() < 0.5:
                     break
-        self.inflight = None
         self.mark()
 
     def mark(self):
@@ -169,6 +173,20 @@ class Churn:
         return True
 
     # -- checking
+    def describe(self, fid, got):
+        """Which version each differing block holds (for failure messages)."""
+        size, vers = self.files[fid]
+        out = []
+        for i, v in enumerate(vers):
+            blk = got[i * BLK:(i + 1) * BLK]
+            want = block_bytes(fid, i, v)[:len(blk)]
+            if blk == want:
+                continue
+            found = [u for u in range(max(0, v - 3), v + 3) if block_bytes(fid, i, u)[:len(blk)] == blk]
+            what = ("v%d" % found[0]) if found else ("zeros" if blk == bytes(len(blk)) else "?")
+            out.append("blk %d: %s not v%d" % (i, what, v))
+        return "; ".join(out[:6]) + (" (+%d more)" % (len(out) - 6) if len(out) > 6 else "")
+
     def verify(self, chk, uncertain=(), where=""):
         """Every file has its expected content; names match.  Files in `uncertain` (the operation
         a power cut interrupted) may be absent, or hold any per-block mix of versions."""
@@ -197,6 +215,7 @@ class Churn:
                     first = next((i for i in range(min(len(got), len(want)))
                                   if got[i] != want[i]), min(len(got), len(want)))
                     chk.fail("%sfile %s: content differs (size %d, expected %d; first difference "
-                             "at byte %d)" % (where, self.path(fid), len(got), len(want), first))
+                             "at byte %d; %s)" % (where, self.path(fid), len(got), len(want), first,
+                                                  self.describe(fid, got)))
         chk.check(bad == 0, "%s%d file(s) with wrong content" % (where, bad))
         return len(seen)
