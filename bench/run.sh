@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark in turn; each writes its table to bench/results/NAME.md.
-# BENCH=name[,name] runs only those (blk, checkpoint, trim).
+# BENCH=name[,name] runs only those (blk, checkpoint, gc, trim).
 set -u
 cd "$(dirname "$0")/.."
 only=${BENCH:-}
