@@ -438,11 +438,20 @@ bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
     uint64_t user = le64(fs->cp->user_block_count);
     *logical = fs_used_blocks(fs) + blocks <= user;
     uint32_t free_segs = seg_free_segments(fs->seg);
-    uint32_t reserved = FS_LOG_RESERVED_SEGMENTS + gc_reserved_segments(fs);
+    uint32_t gc_segs = gc_reserved_segments(fs);
+    uint32_t reserved = FS_LOG_RESERVED_SEGMENTS + gc_segs;
     uint64_t writable = free_segs > reserved
                             ? (uint64_t)(free_segs - reserved) * F2FS_BLOCKS_PER_SEG
                             : 0;
-    return *logical && need <= writable;
+    if (!*logical || need <= writable)
+        return *logical;
+    /* Slack space reuse (segment.c): below the reserve, data fills the free slots of other
+     * data segments; nodes still need free segments, and may take half of GC's reserve.
+     * Once the reserve is touched, GC runs first. */
+    uint64_t data = pcache_dirty_count(fs->cache, PAGE_DATA) + blocks;
+    uint64_t nodes = need > data ? need - data : 0;
+    return free_segs >= reserved && nodes <= (uint64_t)gc_segs * F2FS_BLOCKS_PER_SEG / 2 &&
+           data <= writable + seg_ssr_blocks(fs->seg);
 }
 
 int fs_reserve(struct f2fuse *fs, uint64_t blocks)

@@ -416,6 +416,8 @@ int gc_init(struct f2fuse *fs)
     if (rsvd > main_segs / 8)
         rsvd = main_segs / 8;
     gc->reserved = rsvd < 2 ? 2 : rsvd;
+    /* data logs turn to slack space reuse where user writes would touch GC's reserve */
+    seg_set_ssr_threshold(fs->seg, FS_LOG_RESERVED_SEGMENTS + gc->reserved);
     atomic_store(&gc->last_activity_ns, now_ns());
     fs->gc = gc;
     return 0;

@@ -173,8 +173,16 @@ uint32_t seg_main_segments(struct seg_manager *sm);
 /* Blocks allocated in all logs since the mount (write amplification's numerator). */
 uint64_t seg_blocks_allocated(struct seg_manager *sm);
 
+/* ---- slack space reuse (SSR) ----
+ * At or below segs free segments (and always when a data log would otherwise get
+ * -ENOSPC), a data log that needs a new segment takes a data segment with free slots
+ * instead, unchanged since the last checkpoint, and fills those slots (alloc_type SSR in
+ * the checkpoint).  seg_ssr_blocks counts the slots data may still take that way. */
+void seg_set_ssr_threshold(struct seg_manager *sm, uint32_t segs);
+uint64_t seg_ssr_blocks(struct seg_manager *sm);
+
 /* Counters "seg.*": free, prefree, valid_blocks, alloc.<log> (blocks allocated per log),
- * ssa_writes, sit_blocks_written, new_segments, enospc. */
+ * ssa_writes, sit_blocks_written, new_segments, enospc, ssr_segments. */
 void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink);
 
 #endif
