@@ -758,8 +758,13 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
     fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
     fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));
-    fn(arg, "fs.checkpoint_version", fs->cp_ver);
-    fn(arg, "fs.valid_blocks", le64(fs->cp->valid_block_count));
-    fn(arg, "fs.valid_nodes", le32(fs->cp->valid_node_count));
-    fn(arg, "fs.valid_inodes", le32(fs->cp->valid_inode_count));
+    /* the checkpoint writer replaces these under cp_lock */
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    uint64_t ver = fs->cp_ver, valid = le64(fs->cp->valid_block_count);
+    uint32_t nodes = le32(fs->cp->valid_node_count), inodes = le32(fs->cp->valid_inode_count);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    fn(arg, "fs.checkpoint_version", ver);
+    fn(arg, "fs.valid_blocks", valid);
+    fn(arg, "fs.valid_nodes", nodes);
+    fn(arg, "fs.valid_inodes", inodes);
 }
