@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Segment-cleaning benchmark: the overwrite workload of tests/integration/test_gc at 90% of an 8x
-# larger image ("empty"),
-# 50%, 80% and 90% fill; throughput over time and write amplification; table in
-# bench/results/gc.md, plot in bench/results/gc.png (python3-matplotlib).  See gc_bench.py.
+# Segment-cleaning benchmark: the overwrite workload of tests/integration/test_gc at 50%, 80%
+# and 90% fill, 90% again with -o nossr (GC without slack space reuse), and the 90% workload on
+# an 8x larger image ("empty": no GC needed) as the baseline; throughput over time and write
+# amplification; table in bench/results/gc.md, plot in bench/results/gc.png
+# (python3-matplotlib).  See gc_bench.py.
 #   GC_BENCH_IMG_MIB  image size (default 256)
 #   GC_BENCH_FACTOR   capacity multiples overwritten per run (default 5)
 #   GC_BENCH_REPS     repetitions, interleaved (default 3)

@@ -43,7 +43,7 @@ const char *f2fuse_option_names(void)
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, "
            "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
-           "discard_max=BYTES[K|M|G], discard_qd=N, background_gc=on|off|sync, gc_idle_ms=N, "
+           "discard_max=BYTES[K|M|G], discard_qd=N, background_gc=on|off|sync, gc_idle_ms=N, ssr, nossr, "
            "(tests) powercut=N, powercut_torn, powercut_seed=N";
 }
 
@@ -443,8 +443,8 @@ bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
     uint64_t writable = free_segs > reserved
                             ? (uint64_t)(free_segs - reserved) * F2FS_BLOCKS_PER_SEG
                             : 0;
-    if (!*logical || need <= writable)
-        return *logical;
+    if (!*logical || need <= writable || !fs->opts.gc_ssr)
+        return *logical && need <= writable;
     /* Slack space reuse (segment.c): below the reserve, data fills the free slots of other
      * data segments; nodes still need free segments, and may take half of GC's reserve.
      * Once the reserve is touched, GC runs first. */

@@ -52,6 +52,7 @@ void gc_options_init(struct f2fuse_options *o)
 {
     o->background_gc = F2FUSE_BGGC_ON;
     o->gc_idle_ms = DEFAULT_IDLE_MS;
+    o->gc_ssr = true;
 }
 
 int gc_option_set(struct f2fuse_options *o, const char *name, const char *value)
@@ -67,6 +68,12 @@ int gc_option_set(struct f2fuse_options *o, const char *name, const char *value)
             o->background_gc = F2FUSE_BGGC_SYNC;
         else
             return -EINVAL;
+        return 0;
+    }
+    if (strcmp(name, "ssr") == 0 || strcmp(name, "nossr") == 0) {
+        if (value)
+            return -EINVAL;
+        o->gc_ssr = name[0] == 's';
         return 0;
     }
     if (strcmp(name, "gc_idle_ms") == 0) {
@@ -416,8 +423,10 @@ int gc_init(struct f2fuse *fs)
     if (rsvd > main_segs / 8)
         rsvd = main_segs / 8;
     gc->reserved = rsvd < 2 ? 2 : rsvd;
-    /* data logs turn to slack space reuse where user writes would touch GC's reserve */
-    seg_set_ssr_threshold(fs->seg, FS_LOG_RESERVED_SEGMENTS + gc->reserved);
+    /* data logs turn to slack space reuse where user writes would touch GC's reserve
+     * (nossr: only where they would otherwise fail) */
+    if (fs->opts.gc_ssr)
+        seg_set_ssr_threshold(fs->seg, FS_LOG_RESERVED_SEGMENTS + gc->reserved);
     atomic_store(&gc->last_activity_ns, now_ns());
     fs->gc = gc;
     return 0;
