@@ -427,9 +427,7 @@ uint64_t fs_pending_blocks(struct f2fuse *fs)
 uint64_t fs_used_blocks(struct f2fuse *fs)
 {
     int64_t reserved = atomic_load(&fs->reserved_blocks);
-    /* dirty nodes stand for the new ones: a node is created dirty (over-counts rewrites) */
-    return seg_valid_blocks(fs->seg) + (reserved > 0 ? (uint64_t)reserved : 0) +
-           pcache_dirty_count(fs->cache, PAGE_NODE);
+    return seg_valid_blocks(fs->seg) + (reserved > 0 ? (uint64_t)reserved : 0);
 }
 
 bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)

@@ -67,9 +67,10 @@ struct f2fuse {
     struct nat_manager *nat;
     struct discard_control *discard; /* discard.c */
     struct gc_control *gc;           /* gc.c: segment cleaning */
-    /* Data pointers that are NEW_ADDR (reserved, not yet written back): with the SIT's valid
-     * blocks, what the user-visible space holds (an overwrite of a written block is not new
-     * space; its old block is freed by the writeback that allocates the new one). */
+    /* Data pointers and NAT entries that are NEW_ADDR (reserved, not yet written back): with
+     * the SIT's valid blocks, what the user-visible space holds (an overwrite of a written
+     * block is not new space; its old block is freed by the writeback that allocates the
+     * new one).  data.c and node.c keep it. */
     atomic_int_fast64_t reserved_blocks;
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
@@ -281,7 +282,7 @@ uint64_t dnode_first_block(uint32_t addrs_per_inode, uint32_t ofs);
 bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical);
 /* fs.c: blocks that writing back what is dirty now could take. */
 uint64_t fs_pending_blocks(struct f2fuse *fs);
-/* fs.c: blocks of the user-visible space in use: valid, reserved, and new nodes. */
+/* fs.c: blocks of the user-visible space in use: valid plus reserved (data and nodes). */
 uint64_t fs_used_blocks(struct f2fuse *fs);
 /* fs.c: free segments kept for the node logs and the hot data log of one checkpoint. */
 #define FS_LOG_RESERVED_SEGMENTS 4u
