@@ -43,7 +43,8 @@ const char *f2fuse_option_names(void)
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, "
            "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
-           "discard_max=BYTES[K|M|G], discard_qd=N, background_gc=on|off|sync, gc_idle_ms=N, ssr, nossr, "
+           "discard_max=BYTES[K|M|G], discard_qd=N, "
+           "background_gc=on|off|sync, gc_idle_ms=N, ssr, nossr, "
            "(tests) powercut=N, powercut_torn, powercut_seed=N";
 }
 
@@ -421,15 +422,17 @@ uint64_t fs_pending_blocks(struct f2fuse *fs)
     return data + nodes + data / ADDRS_PER_BLOCK + 16;
 }
 
-/* Segments kept back from the space check: the three node logs and the hot data log may
- * each need a fresh segment during one checkpoint (FS_LOG_RESERVED_SEGMENTS), and GC needs
- * free segments to move valid blocks into (gc_reserved_segments). */
+/* The user-visible space in use: an overwrite of a written block takes none (its old block
+ * is freed by the writeback that allocates the new one); a reserved block does. */
 uint64_t fs_used_blocks(struct f2fuse *fs)
 {
     int64_t reserved = atomic_load(&fs->reserved_blocks);
     return seg_valid_blocks(fs->seg) + (reserved > 0 ? (uint64_t)reserved : 0);
 }
 
+/* Segments kept back from the space check: the three node logs and the hot data log may
+ * each need a fresh segment during one checkpoint (FS_LOG_RESERVED_SEGMENTS), and GC needs
+ * free segments to move valid blocks into (gc_reserved_segments). */
 bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
 {
     uint64_t need = fs_pending_blocks(fs) + blocks;

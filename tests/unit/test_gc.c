@@ -205,7 +205,7 @@ static void ssr_fills_free_slots(void)
     memcpy(cp, fs->cp_block, F2FS_BLKSIZE);
     seg_fill_checkpoint(fs->seg, cp);
     uint32_t lfs_seg = le32(cp->cur_data_segno[LOG_WARM_DATA]);
-    uint32_t addr, free_before = seg_free_segments(fs->seg);
+    uint32_t addr;
     unsigned in_holes = 0, elsewhere = 0, total = 0;
     bool saw_ssr_cp = false;
     /* the warm data log fills its current (LFS) segment, then the holes of the two thinned
@@ -225,8 +225,8 @@ static void ssr_fills_free_slots(void)
             CHECK(cur == target || cur == segs[1]);
             CHECK_EQ(cp->alloc_type[LOG_WARM_DATA], 1); /* SSR */
             /* the recorded write position is a free slot (what fsck checks for SSR) */
-            CHECK(!seg_block_valid(fs->seg, seg_block_addr(
-                                                fs->seg, cur, le16(cp->cur_data_blkoff[LOG_WARM_DATA]))));
+            unsigned pos = le16(cp->cur_data_blkoff[LOG_WARM_DATA]);
+            CHECK(!seg_block_valid(fs->seg, seg_block_addr(fs->seg, cur, pos)));
             saw_ssr_cp = true;
         }
     }
@@ -236,7 +236,6 @@ static void ssr_fills_free_slots(void)
     CHECK_EQ(valid_in(fs, target), BLKS);
     CHECK_EQ(valid_in(fs, segs[1]), BLKS);
     free(cp);
-    (void)free_before;
 
     /* a segment changed since the last checkpoint offers no slots: a slot freed since may
      * still be referenced by that checkpoint */
