@@ -63,7 +63,10 @@ class Churn:
 
     @staticmethod
     def rounded(size):
-        return (size + BLK - 1) // BLK * BLK
+        """Space a file of size bytes takes: its blocks, its inode and its direct nodes (the
+        fill level counts them, so that many small files cannot push the real use past it)."""
+        nblk = (size + BLK - 1) // BLK
+        return (nblk + 1 + (nblk + 1017) // 1018) * BLK
 
     # -- operations
     def _write_blocks(self, fd, fid, first, vers, size, sync):
