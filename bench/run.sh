@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark in turn; each writes its table to bench/results/NAME.md, and
 # bench/chart.py draws it into bench/results/NAME.png.
-# BENCH=name[,name] runs only those (blk, checkpoint, trim, writeback).
+# BENCH=name[,name] runs only those (blk, checkpoint, gc, trim, writeback).
 set -u
 cd "$(dirname "$0")/.."
 only=${BENCH:-}

@@ -61,6 +61,10 @@ struct f2fuse_options {
     unsigned dirty_background_time;  /* ms: background writeback also above the device's
                                         estimated write bandwidth × this; 0 = off (default) */
     uint64_t dev_bw;                 /* experiments: device limited to this many bytes/s */
+    /* segment cleaning (GC): */
+    unsigned background_gc; /* F2FUSE_BGGC_*: 1 on (default), 0 off, 2 sync (src/core/gc.h) */
+    unsigned gc_idle_ms;    /* background GC waits this long without writes (default 1000) */
+    bool gc_ssr;            /* data fills free slots of partly valid segments near full (default) */
 };
 
 #define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */

@@ -27,6 +27,7 @@ struct page {
     uint64_t key;
     uint64_t blkaddr;    /* where the content was read from or last written to */
     void *data;          /* F2FS_BLKSIZE bytes, 4 KiB aligned */
+    bool gc_cold;        /* core hint: moved by GC, written back to the cold data log */
     /* cache-private */
     unsigned refs;
     int load_error;      /* -errno when the load failed */

@@ -350,6 +350,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     if (addr == NULL_ADDR) {
         *dn.addr = htole32(NEW_ADDR);
         inode_add_blocks(ipage, 1);
+        atomic_fetch_add(&fs->reserved_blocks, 1);
         reserved = true;
     } else if (addr != NEW_ADDR && !blkaddr_in_main(fs, addr)) {
         err = fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area",
@@ -363,6 +364,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
         if (err) { /* no page will ever be written for it: give the reservation back */
             *dn.addr = htole32(NULL_ADDR);
             inode_add_blocks(ipage, -1);
+            atomic_fetch_sub(&fs->reserved_blocks, 1);
         } else {
             pcache_mark_dirty(fs->cache, dn.page);
             pcache_mark_dirty(fs->cache, ipage);
@@ -460,6 +462,8 @@ static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
         return;
     if (blkaddr_in_main(fs, a))
         seg_invalidate_block(fs->seg, a);
+    else if (a == NEW_ADDR)
+        atomic_fetch_sub(&fs->reserved_blocks, 1);
     *addr = 0;
     inode_add_blocks(ipage, -1);
 }
@@ -615,10 +619,10 @@ static bool page_of_inode(const struct page *page, void *arg)
 }
 
 int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
-                      uint64_t index, uint32_t *blkaddr_out)
+                      struct page *dpage, uint32_t *blkaddr_out)
 {
     struct dnode dn;
-    int err = dnode_get(fs, ii, ipage, index, true, &dn);
+    int err = dnode_get(fs, ii, ipage, dpage->key & 0xffffffffu, true, &dn);
     if (err)
         return err;
     struct f2fs_nat_entry ne;
@@ -626,16 +630,22 @@ int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
     struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
                                .ofs_in_node = htole16((uint16_t)dn.ofs)};
     uint32_t blkaddr = 0;
+    /* data moved by GC (gc.c) goes to the cold log, away from fresh writes */
+    enum log_type log = S_ISDIR(ii->mode) ? LOG_HOT_DATA
+                        : dpage->gc_cold  ? LOG_COLD_DATA
+                                          : LOG_WARM_DATA;
     if (!err)
-        err = seg_alloc_block(fs->seg, S_ISDIR(ii->mode) ? LOG_HOT_DATA : LOG_WARM_DATA, &sum,
-                              &blkaddr);
+        err = seg_alloc_block(fs->seg, log, &sum, &blkaddr);
     if (!err) {
+        dpage->gc_cold = false;
         uint32_t old = le32(*dn.addr);
         if (blkaddr_in_main(fs, old)) {
             seg_invalidate_block(fs->seg, old);
         } else if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
             inode_add_blocks(ipage, 1);
             pcache_mark_dirty(fs->cache, ipage);
+        } else if (old == NEW_ADDR) {
+            atomic_fetch_sub(&fs->reserved_blocks, 1);
         }
         *dn.addr = htole32(blkaddr);
         pcache_mark_dirty(fs->cache, dn.page);
@@ -667,7 +677,6 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
         struct inode_info ii;
         for (size_t i = 0; i < n && !err; i++) {
             uint32_t ino = (uint32_t)(pages[i]->key >> 32);
-            uint64_t index = pages[i]->key & 0xffffffffu;
             if (!ipage || ii.ino != ino) {
                 pcache_put(fs->cache, ipage);
                 ipage = NULL;
@@ -676,7 +685,7 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
                     break;
             }
             uint32_t blkaddr;
-            err = data_assign_block(fs, &ii, ipage, index, &blkaddr);
+            err = data_assign_block(fs, &ii, ipage, pages[i], &blkaddr);
             if (!err) {
                 pages[i]->blkaddr = blkaddr;
                 reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio,

@@ -37,6 +37,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->fsync_fast = true;
     discard_options_init(o); /* discard.c */
     writeback_options_init(o); /* writeback.c */
+    gc_options_init(o);      /* gc.c */
 }
 
 const char *f2fuse_option_names(void)
@@ -48,6 +49,7 @@ const char *f2fuse_option_names(void)
            "dirty_bytes=BYTES, dirty_ratio=PCT, dirty_background_bytes=BYTES, "
            "dirty_background_ratio=PCT, dirty_expire_ms=MS, writeback_interval_ms=MS, "
            "dirty_background_time=MS, dev_bw=BYTES_PER_S, "
+           "background_gc=on|off|sync, gc_idle_ms=N, ssr, nossr, "
            "(tests) powercut=N, powercut_torn, powercut_seed=N";
 }
 
@@ -82,6 +84,9 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     derr = writeback_option_set(o, name, value); /* writeback.c */
     if (derr != -ENOENT)
         return derr;
+    int gerr = gc_option_set(o, name, value); /* gc.c */
+    if (gerr != -ENOENT)
+        return gerr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
         if (value)
             return -EINVAL;
@@ -228,6 +233,8 @@ static int open_rw(struct f2fuse *fs)
     /* Data may not take the segments a checkpoint needs for its nodes. */
     seg_set_data_reserve(fs->seg, 3);
     err = discard_init(fs); /* discard.c: before recovery, whose checkpoint frees blocks */
+    if (!err)
+        err = gc_init(fs); /* gc.c: its thread starts after recovery */
     if (err)
         return err;
     /* Orphans first: they are listed in the checkpoint that recovery is about to replace. */
@@ -246,6 +253,8 @@ static int open_rw(struct f2fuse *fs)
     }
     if (!err)
         err = checkpoint_merge_start(fs);
+    if (!err)
+        err = gc_start(fs);
     if (err)
         return err;
     if (fs->opts.checkpoint_interval) {
@@ -333,6 +342,7 @@ void f2fuse_close(struct f2fuse *fs)
         pthread_mutex_unlock(&fs->cp_thread_lock);
         pthread_join(fs->cp_thread, NULL);
     }
+    gc_stop(fs); /* gc.c: before the checkpoint daemon it sends requests to */
     writeback_stop(fs); /* the final checkpoint writes back what is dirty */
     checkpoint_merge_stop(fs);
     if (fs->seg && fs->nat && !fs->write_error) {
@@ -355,6 +365,7 @@ void f2fuse_close(struct f2fuse *fs)
     }
     writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
+    gc_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
     pcache_destroy(fs->cache);
@@ -428,42 +439,57 @@ int fs_writable(struct f2fuse *fs)
 
 /* Blocks that writing back what is dirty now could take, with room for the nodes that
  * writeback itself dirties. */
-static uint64_t pending_blocks(struct f2fuse *fs)
+uint64_t fs_pending_blocks(struct f2fuse *fs)
 {
     uint64_t data = pcache_dirty_count(fs->cache, PAGE_DATA);
     uint64_t nodes = pcache_dirty_count(fs->cache, PAGE_NODE);
     return data + nodes + data / ADDRS_PER_BLOCK + 16;
 }
 
-/* Segments kept back from the space check: the three node logs and the hot data log may
- * each need a fresh segment during one checkpoint. */
-#define RESERVED_SEGMENTS 4u
-
-static bool room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
+/* The user-visible space in use: an overwrite of a written block takes none (its old block
+ * is freed by the writeback that allocates the new one); a reserved block does. */
+uint64_t fs_used_blocks(struct f2fuse *fs)
 {
-    uint64_t need = pending_blocks(fs) + blocks;
+    int64_t reserved = atomic_load(&fs->reserved_blocks);
+    return seg_valid_blocks(fs->seg) + (reserved > 0 ? (uint64_t)reserved : 0);
+}
+
+/* Segments kept back from the space check: the three node logs and the hot data log may
+ * each need a fresh segment during one checkpoint (FS_LOG_RESERVED_SEGMENTS), and GC needs
+ * free segments to move valid blocks into (gc_reserved_segments). */
+bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
+{
+    uint64_t need = fs_pending_blocks(fs) + blocks;
     uint64_t user = le64(fs->cp->user_block_count);
-    *logical = seg_valid_blocks(fs->seg) + need <= user;
+    *logical = fs_used_blocks(fs) + blocks <= user;
     uint32_t free_segs = seg_free_segments(fs->seg);
-    uint64_t writable = free_segs > RESERVED_SEGMENTS
-                            ? (uint64_t)(free_segs - RESERVED_SEGMENTS) * F2FS_BLOCKS_PER_SEG
+    uint32_t gc_segs = gc_reserved_segments(fs);
+    uint32_t reserved = FS_LOG_RESERVED_SEGMENTS + gc_segs;
+    uint64_t writable = free_segs > reserved
+                            ? (uint64_t)(free_segs - reserved) * F2FS_BLOCKS_PER_SEG
                             : 0;
-    return *logical && need <= writable;
+    if (!*logical || need <= writable || !fs->opts.gc_ssr)
+        return *logical && need <= writable;
+    /* Slack space reuse (segment.c): below the reserve, data fills the free slots of other
+     * data segments; nodes still need free segments, and may take half of GC's reserve.
+     * Once the reserve is touched, GC runs first. */
+    uint64_t data = pcache_dirty_count(fs->cache, PAGE_DATA) + blocks;
+    uint64_t nodes = need > data ? need - data : 0;
+    return free_segs >= reserved && nodes <= (uint64_t)gc_segs * F2FS_BLOCKS_PER_SEG / 2 &&
+           data <= writable + seg_ssr_blocks(fs->seg);
 }
 
 int fs_reserve(struct f2fuse *fs, uint64_t blocks)
 {
     bool logical;
-    if (room_for(fs, blocks, &logical))
+    gc_note_activity(fs); /* gc.c: the background thread waits for idleness */
+    if (fs_room_for(fs, blocks, &logical))
         return 0;
     if (!logical)
         return -ENOSPC;
-    /* Out-of-place writes need free segments; a checkpoint writes back what is dirty and
-     * turns the segments it emptied into free ones. */
-    int err = f2fuse_sync(fs);
-    if (err)
-        return err;
-    return room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
+    /* Out-of-place writes need free segments: a checkpoint writes back what is dirty and
+     * turns the segments it emptied into free ones, and GC (gc.c) cleans victims. */
+    return gc_make_room(fs, blocks);
 }
 
 void fs_after_change(struct f2fuse *fs)
@@ -720,8 +746,7 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
     memset(st, 0, sizeof(*st));
     uint64_t user = le64(cp->user_block_count), valid = le64(cp->valid_block_count);
     if (fs->seg) {
-        uint64_t pending = pending_blocks(fs);
-        valid = seg_valid_blocks(fs->seg) + pending;
+        valid = fs_used_blocks(fs);
         if (valid > user)
             valid = user;
     }
@@ -757,6 +782,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     checkpoint_merge_stats(fs, fn, arg);
     discard_emit_stats(fs, fn, arg); /* discard.c */
     writeback_emit_stats(fs, fn, arg); /* writeback.c */
+    gc_emit_stats(fs, fn, arg);      /* gc.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
     fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));
@@ -764,8 +790,13 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
     fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
     fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));
-    fn(arg, "fs.checkpoint_version", fs->cp_ver);
-    fn(arg, "fs.valid_blocks", le64(fs->cp->valid_block_count));
-    fn(arg, "fs.valid_nodes", le32(fs->cp->valid_node_count));
-    fn(arg, "fs.valid_inodes", le32(fs->cp->valid_inode_count));
+    /* the checkpoint writer replaces these under cp_lock */
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    uint64_t ver = fs->cp_ver, valid = le64(fs->cp->valid_block_count);
+    uint32_t nodes = le32(fs->cp->valid_node_count), inodes = le32(fs->cp->valid_inode_count);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    fn(arg, "fs.checkpoint_version", ver);
+    fn(arg, "fs.valid_blocks", valid);
+    fn(arg, "fs.valid_nodes", nodes);
+    fn(arg, "fs.valid_inodes", inodes);
 }

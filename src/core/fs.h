@@ -14,6 +14,7 @@
 #include "cache/pcache.h"
 #include "core/discard.h"
 #include "core/format.h"
+#include "core/gc.h"
 #include "core/nat.h"
 #include "core/segment.h"
 #include "core/writeback.h"
@@ -76,6 +77,12 @@ struct f2fuse {
     struct nat_manager *nat;
     struct discard_control *discard; /* discard.c */
     struct wb_control *wb;           /* writeback.c: the flusher, throttling, tunables */
+    struct gc_control *gc;           /* gc.c: segment cleaning */
+    /* Data pointers and NAT entries that are NEW_ADDR (reserved, not yet written back): with
+     * the SIT's valid blocks, what the user-visible space holds (an overwrite of a written
+     * block is not new space; its old block is freed by the writeback that allocates the
+     * new one).  data.c and node.c keep it. */
+    atomic_int_fast64_t reserved_blocks;
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
@@ -224,10 +231,11 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
 /* Frees every block and node of a file, past its size too (fallocate KEEP_SIZE). */
 int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
-/* Gives file block index of ii a new block in its data log and points the file at it (the
- * old block turns invalid); the caller writes the page there.  Holds the inode's stripe. */
+/* Gives the file block of data page dpage a new block in its data log (the cold one for data
+ * GC moves) and points the file at it (the old block turns invalid); the caller writes the
+ * page there.  Holds the inode's stripe. */
 int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
-                      uint64_t index, uint32_t *blkaddr);
+                      struct page *dpage, uint32_t *blkaddr);
 /* The cached page of file block index, created when absent: read from its block when
  * keep_old (and it has one), else zero-filled.  A block without one gets it reserved
  * (NEW_ADDR in its pointer, counted in i_blocks, as f2fs_reserve_block does), so that
@@ -298,6 +306,20 @@ int fs_reserve(struct f2fuse *fs, uint64_t blocks); /* -ENOSPC when they cannot 
 void fs_after_change(struct f2fuse *fs);           /* checkpoints when memory or space is short */
 void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n);
 void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n);
+
+/* ---- segment cleaning (gc.c) support ---- */
+/* recovery.c: the first file block a direct node at footer offset ofs maps (UINT64_MAX for
+ * nodes that map none). */
+uint64_t dnode_first_block(uint32_t addrs_per_inode, uint32_t ofs);
+/* fs.c: would blocks more (plus what is dirty) fit?  *logical: in the user-visible space;
+ * the result also asks for free segments beyond the node logs' and GC's reserve. */
+bool fs_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical);
+/* fs.c: blocks that writing back what is dirty now could take. */
+uint64_t fs_pending_blocks(struct f2fuse *fs);
+/* fs.c: blocks of the user-visible space in use: valid plus reserved (data and nodes). */
+uint64_t fs_used_blocks(struct f2fuse *fs);
+/* fs.c: free segments kept for the node logs and the hot data log of one checkpoint. */
+#define FS_LOG_RESERVED_SEGMENTS 4u
 
 /* xattr.c */
 ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,

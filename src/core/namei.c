@@ -111,7 +111,14 @@ static int ref_change(struct f2fuse *fs, uint32_t ino, int opens, int64_t lookup
         free_it = ref_settle(fs, r);
     }
     pthread_mutex_unlock(&fs->ref_lock);
-    return free_it ? inode_free(fs, ino) : 0;
+    if (!free_it)
+        return 0;
+    /* Nothing names the inode any more, but segment cleaning (gc.c) still finds it through
+     * its blocks' summaries and works on it under its stripe lock. */
+    inode_lock_many(fs, &ino, 1);
+    int err = inode_free(fs, ino);
+    inode_unlock_many(fs, &ino, 1);
+    return err;
 }
 
 int inode_open(struct f2fuse *fs, uint32_t ino)

@@ -133,6 +133,7 @@ int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool c
         }
         return err;
     }
+    atomic_fetch_add(&fs->reserved_blocks, 1); /* a new node: NEW_ADDR until written */
     struct node_footer *f = &page_node(page)->footer;
     f->nid = htole32(nid);
     f->ino = htole32(ino);
@@ -153,6 +154,8 @@ int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino)
         return fs_corrupt(fs, "freeing nid %u of inode %u, which is not in use", nid, ino);
     if (blkaddr_in_main(fs, old))
         seg_invalidate_block(fs->seg, old);
+    else if (old == NEW_ADDR)
+        atomic_fetch_sub(&fs->reserved_blocks, 1);
     pcache_discard(fs->cache, PAGE_NODE, nid);
     return nat_set(fs->nat, nid, ino, NULL_ADDR);
 }
@@ -245,6 +248,8 @@ static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, voi
             uint32_t old = le32(ne.block_addr);
             if (blkaddr_in_main(fs, old))
                 seg_invalidate_block(fs->seg, old);
+            else if (old == NEW_ADDR)
+                atomic_fetch_sub(&fs->reserved_blocks, 1);
             uint32_t flag = le32(node->footer.flag) & ~(NODE_FSYNC_BIT | NODE_DENT_BIT);
             if (fsync_mark)
                 flag |= NODE_FSYNC_BIT;

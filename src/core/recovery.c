@@ -77,7 +77,7 @@ static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
 
 /* First file block a direct node at footer offset ofs maps, or UINT64_MAX for nodes that
  * map none (indirect nodes, xattr nodes). */
-static uint64_t dnode_first_block(uint32_t addrs_per_inode, uint32_t ofs)
+uint64_t dnode_first_block(uint32_t addrs_per_inode, uint32_t ofs)
 {
     const uint64_t d = ADDRS_PER_BLOCK, n = NIDS_PER_BLOCK, a = addrs_per_inode;
     if (ofs == 1 || ofs == 2)

@@ -69,6 +69,8 @@ struct seg_manager {
     uint64_t *prefree_map;
     uint64_t *changed_map;     /* segments whose map changed since the last checkpoint */
     uint64_t *hold_map;        /* free segments allocation must not take (recovery) */
+    uint64_t *gc_busy_map;     /* GC victims being migrated: not picked again */
+    uint64_t *gc_skip_map;     /* victims GC could not empty: skipped until they change */
     uint64_t *sit_dirty;       /* one bit per SIT block */
     uint8_t *committed_bitmap; /* SIT version bitmap of the last committed checkpoint */
     uint8_t *sit_bitmap;       /* the one the next checkpoint carries */
@@ -79,6 +81,7 @@ struct seg_manager {
     uint32_t free_segs;
     uint32_t prefree_segs;
     uint32_t data_reserve;
+    uint32_t ssr_threshold;    /* data logs reuse slack space at or below this many free */
     uint64_t valid_blocks;
 
     uint64_t elapsed_base;     /* the checkpoint's elapsed_time at load */
@@ -89,6 +92,7 @@ struct seg_manager {
     uint64_t st_sit_writes;
     uint64_t st_new_segments;
     uint64_t st_enospc;
+    uint64_t st_ssr_segments;
 };
 
 /* ---- bits ------------------------------------------------------------------------------ */
@@ -230,11 +234,34 @@ static void summary_footer_set(struct f2fs_summary_block *sum, enum log_type t)
     sum->footer.check_sum = 0;
 }
 
-/* Makes newseg (free) the current segment of log t.  The old segment's summary must have
- * been written already. */
-static void log_switch(struct seg_manager *sm, enum log_type t, uint32_t newseg)
+/* The next slot of log lg's segment e after off that it may write (LFS: simply the next
+ * one; SSR: the next free in both the current and the checkpointed map), or BLKS. */
+static unsigned next_slot(const struct log_state *lg, const struct seg_entry *e, int off)
+{
+    if (lg->alloc_type == ALLOC_LFS)
+        return (unsigned)(off + 1);
+    for (unsigned i = (unsigned)(off + 1); i < BLKS; i++)
+        if (!f2fs_test_bit(i, e->map) && !f2fs_test_bit(i, e->ckpt_map))
+            return i;
+    return BLKS;
+}
+
+/* Makes newseg the current segment of log t: a free segment (LFS), or with ssr a segment
+ * whose free slots the log fills (slack space reuse), its summary read from the SSA so that
+ * the entries of its valid blocks stay.  The old segment's summary must have been written
+ * already. */
+static int log_switch(struct seg_manager *sm, enum log_type t, uint32_t newseg, bool ssr)
 {
     struct log_state *lg = &sm->logs[t];
+    if (ssr) {
+        int err = blk_read(sm->fs->dev, (uint64_t)(sm->ssa_blkaddr + newseg) * F2FS_BLKSIZE,
+                           lg->sum, F2FS_BLKSIZE);
+        if (err) {
+            log_err("segment %u: reading its summary block failed: %s", newseg,
+                    strerror(-err));
+            return err;
+        }
+    }
     uint32_t old = lg->segno;
     sm->se[old].log = NO_LOG;
     seg_update_state(sm, old);
@@ -247,12 +274,19 @@ static void log_switch(struct seg_manager *sm, enum log_type t, uint32_t newseg)
     }
     seg_update_state(sm, newseg);
     lg->segno = newseg;
-    lg->next_blkoff = 0;
-    lg->alloc_type = ALLOC_LFS;
     lg->must_move = false;
-    memset(lg->sum, 0, sizeof(*lg->sum));
+    if (ssr) {
+        lg->alloc_type = ALLOC_SSR;
+        lg->next_blkoff = (uint16_t)next_slot(lg, e, -1);
+        sm->st_ssr_segments++;
+    } else {
+        lg->alloc_type = ALLOC_LFS;
+        lg->next_blkoff = 0;
+        memset(lg->sum, 0, sizeof(*lg->sum));
+        sm->st_new_segments++;
+    }
     summary_footer_set(lg->sum, t);
-    sm->st_new_segments++;
+    return 0;
 }
 
 /* Writes the summary of log t's segment to its SSA block. */
@@ -270,12 +304,50 @@ static int write_ssa(struct seg_manager *sm, enum log_type t)
     return 0;
 }
 
-/* May log t take a new segment?  Data logs leave data_reserve free segments to the node
- * logs. */
-static uint32_t pick_new_segment(struct seg_manager *sm, enum log_type t)
+/* A segment whose free slots a data log may fill (SSR): a data segment with free slots, no
+ * log in it, neither held nor being cleaned, and unchanged since the last checkpoint — so
+ * every slot free in both maps holds nothing the last checkpoint or the fsync chain after
+ * it needs.  Of those the one with the fewest valid blocks, of type t if there is one. */
+static bool ssr_candidate(const struct seg_manager *sm, uint32_t s)
 {
-    if (!log_is_node(t) && sm->free_segs <= sm->data_reserve)
-        return UINT32_MAX;
+    const struct seg_entry *e = &sm->se[s];
+    return e->log == NO_LOG && e->valid > 0 && e->valid < BLKS && e->valid == e->ckpt_valid &&
+           !log_is_node((enum log_type)e->type) && !bm_test(sm->changed_map, s) &&
+           !bm_test(sm->hold_map, s) && !bm_test(sm->gc_busy_map, s);
+}
+
+static uint32_t find_ssr_segment(struct seg_manager *sm, enum log_type t)
+{
+    uint32_t best = UINT32_MAX, best_other = UINT32_MAX;
+    for (uint32_t s = 0; s < sm->main_segs; s++) {
+        if (!ssr_candidate(sm, s))
+            continue;
+        uint32_t *b = sm->se[s].type == t ? &best : &best_other;
+        if (*b == UINT32_MAX || sm->se[s].valid < sm->se[*b].valid)
+            *b = s;
+    }
+    return best != UINT32_MAX ? best : best_other;
+}
+
+/* Where log t goes next.  Data logs leave data_reserve free segments to the node logs, and
+ * at or below ssr_threshold free segments they fill the free slots of other data segments
+ * instead (*ssr), as the kernel does when free segments run short. */
+static uint32_t pick_new_segment(struct seg_manager *sm, enum log_type t, bool *ssr)
+{
+    *ssr = false;
+    if (!log_is_node(t)) {
+        uint32_t limit = sm->ssr_threshold > sm->data_reserve ? sm->ssr_threshold
+                                                              : sm->data_reserve;
+        if (sm->free_segs <= limit) {
+            uint32_t s = find_ssr_segment(sm, t);
+            if (s != UINT32_MAX) {
+                *ssr = true;
+                return s;
+            }
+        }
+        if (sm->free_segs <= sm->data_reserve)
+            return UINT32_MAX;
+    }
     return find_free_segment(sm, sm->logs[t].segno);
 }
 
@@ -624,6 +696,8 @@ void seg_destroy(struct seg_manager *sm)
     free(sm->prefree_map);
     free(sm->changed_map);
     free(sm->hold_map);
+    free(sm->gc_busy_map);
+    free(sm->gc_skip_map);
     free(sm->sit_dirty);
     free(sm->committed_bitmap);
     free(sm->sit_bitmap);
@@ -678,11 +752,14 @@ int seg_load(struct f2fuse *fs, struct seg_manager **out)
     sm->prefree_map = calloc(seg_words, sizeof(uint64_t));
     sm->changed_map = calloc(seg_words, sizeof(uint64_t));
     sm->hold_map = calloc(seg_words, sizeof(uint64_t));
+    sm->gc_busy_map = calloc(seg_words, sizeof(uint64_t));
+    sm->gc_skip_map = calloc(seg_words, sizeof(uint64_t));
     sm->sit_dirty = calloc(sit_words, sizeof(uint64_t));
     sm->committed_bitmap = malloc(sm->sit_bitmap_bytes);
     sm->sit_bitmap = malloc(sm->sit_bitmap_bytes);
     sm->sum_mem = blk_alloc_buf((size_t)LOG_COUNT * F2FS_BLKSIZE);
     if (!sm->se || !sm->free_map || !sm->prefree_map || !sm->changed_map || !sm->sit_dirty ||
+        !sm->hold_map || !sm->gc_busy_map || !sm->gc_skip_map ||
         !sm->committed_bitmap || !sm->sit_bitmap || !sm->sum_mem)
         goto fail;
     memset(sm->sum_mem, 0, (size_t)LOG_COUNT * F2FS_BLKSIZE);
@@ -729,7 +806,8 @@ fail:
 /* Leaves the current segment of log t for a free one, writing the old one's summary. */
 static int log_move(struct seg_manager *sm, enum log_type t)
 {
-    uint32_t newseg = pick_new_segment(sm, t);
+    bool ssr;
+    uint32_t newseg = pick_new_segment(sm, t, &ssr);
     if (newseg == UINT32_MAX) {
         sm->st_enospc++;
         return -ENOSPC;
@@ -737,8 +815,7 @@ static int log_move(struct seg_manager *sm, enum log_type t)
     int err = write_ssa(sm, t);
     if (err)
         return err;
-    log_switch(sm, t, newseg);
-    return 0;
+    return log_switch(sm, t, newseg, ssr);
 }
 
 int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
@@ -762,11 +839,12 @@ int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2f
                          segno);
         goto out;
     }
-    bool last = off == BLKS - 1;
+    unsigned next = next_slot(lg, e, (int)off);
+    bool last = next >= BLKS, ssr = false;
     uint32_t newseg = UINT32_MAX;
     if (last) {
         /* the log must be able to move on: a checkpoint never records a full segment */
-        newseg = pick_new_segment(sm, type);
+        newseg = pick_new_segment(sm, type, &ssr);
         if (newseg == UINT32_MAX) {
             sm->st_enospc++;
             err = -ENOSPC;
@@ -787,11 +865,13 @@ int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2f
     sm->valid_blocks++;
     seg_mark_dirty(sm, segno);
     bm_set(sm->changed_map, segno);
-    lg->next_blkoff = (uint16_t)(off + 1);
+    lg->next_blkoff = (uint16_t)next;
     sm->st_alloc[type]++;
     *blkaddr = sm->main_blkaddr + segno * BLKS + off;
-    if (last)
-        log_switch(sm, type, newseg);
+    if (last && log_switch(sm, type, newseg, ssr)) {
+        /* the summary of the SSR segment is unreadable: a free segment, or stop here */
+        lg->must_move = true;
+    }
 out:
     pthread_mutex_unlock(&sm->lock);
     /* discard.c: a queued or running discard of this block must not land on the data about
@@ -821,6 +901,7 @@ void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr)
     f2fs_clear_bit(off, e->map);
     e->valid--;
     sm->valid_blocks--;
+    bm_clear(sm->gc_skip_map, segno); /* it changed: GC may try it again */
     seg_mark_dirty(sm, segno);
     bm_set(sm->changed_map, segno);
     seg_update_state(sm, segno);
@@ -1145,6 +1226,7 @@ void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
     pthread_mutex_lock(&sm->lock);
     uint64_t v[] = {sm->free_segs, sm->prefree_segs, sm->valid_blocks, sm->st_ssa_writes,
                     sm->st_sit_writes, sm->st_new_segments, sm->st_enospc};
+    uint64_t ssr = sm->st_ssr_segments;
     uint64_t alloc[LOG_COUNT];
     memcpy(alloc, sm->st_alloc, sizeof(alloc));
     pthread_mutex_unlock(&sm->lock);
@@ -1157,6 +1239,143 @@ void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
     emit(sink, "seg.sit_blocks_written", v[4]);
     emit(sink, "seg.new_segments", v[5]);
     emit(sink, "seg.enospc", v[6]);
+    emit(sink, "seg.ssr_segments", ssr);
+}
+
+/* ---- segment cleaning support (gc.c) --------------------------------------------------- */
+
+/* A segment GC may take as a victim: written, not full, no log in it, not held by recovery,
+ * not being cleaned, not known to be uncleanable. */
+static bool gc_candidate(const struct seg_manager *sm, uint32_t s)
+{
+    const struct seg_entry *e = &sm->se[s];
+    return e->log == NO_LOG && e->valid > 0 && e->valid < BLKS && !bm_test(sm->hold_map, s) &&
+           !bm_test(sm->gc_busy_map, s) && !bm_test(sm->gc_skip_map, s);
+}
+
+uint32_t seg_gc_pick(struct seg_manager *sm, enum gc_policy policy, uint32_t max_valid,
+                     struct seg_gc_victim *v)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t min_mtime = UINT64_MAX, max_mtime = 0;
+    if (policy == GC_COST_BENEFIT) {
+        for (uint32_t s = 0; s < sm->main_segs; s++) {
+            if (!gc_candidate(sm, s))
+                continue;
+            if (sm->se[s].mtime < min_mtime)
+                min_mtime = sm->se[s].mtime;
+            if (sm->se[s].mtime > max_mtime)
+                max_mtime = sm->se[s].mtime;
+        }
+    }
+    uint32_t best = UINT32_MAX;
+    uint64_t best_cost = UINT64_MAX;
+    for (uint32_t s = 0; s < sm->main_segs; s++) {
+        const struct seg_entry *e = &sm->se[s];
+        if (!gc_candidate(sm, s) || e->valid > max_valid)
+            continue;
+        uint64_t cost;
+        if (policy == GC_GREEDY) {
+            cost = e->valid;
+        } else {
+            /* The kernel's get_cb_cost: utilization u and age (0 = youngest, 100 = oldest)
+             * in percent; the benefit (1-u)/(1+u) * age is largest for old, empty segments. */
+            uint64_t u = (uint64_t)e->valid * 100 / BLKS;
+            uint64_t age = max_mtime > min_mtime
+                               ? 100 - 100 * (e->mtime - min_mtime) / (max_mtime - min_mtime)
+                               : 0;
+            cost = UINT32_MAX - 100 * (100 - u) * age / (100 + u);
+        }
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = s;
+        }
+    }
+    if (best != UINT32_MAX && v) {
+        const struct seg_entry *e = &sm->se[best];
+        v->segno = best;
+        v->valid = e->valid;
+        v->type = e->type;
+        v->mtime = e->mtime;
+        memcpy(v->map, e->map, SIT_VBLOCK_MAP_SIZE);
+        bm_set(sm->gc_busy_map, best);
+    }
+    pthread_mutex_unlock(&sm->lock);
+    return best;
+}
+
+bool seg_gc_done(struct seg_manager *sm, uint32_t segno, bool skip)
+{
+    pthread_mutex_lock(&sm->lock);
+    bool empty = segno < sm->main_segs && sm->se[segno].valid == 0;
+    if (segno < sm->main_segs) {
+        bm_clear(sm->gc_busy_map, segno);
+        if (!empty && skip)
+            bm_set(sm->gc_skip_map, segno);
+    }
+    pthread_mutex_unlock(&sm->lock);
+    return empty;
+}
+
+int seg_read_ssa(struct seg_manager *sm, uint32_t segno, enum blk_prio prio,
+                 struct f2fs_summary_block *out)
+{
+    if (segno >= sm->main_segs)
+        return -EINVAL;
+    struct blk_req req = {.op = BLK_READ, .prio = prio,
+                          .off = (uint64_t)(sm->ssa_blkaddr + segno) * F2FS_BLKSIZE,
+                          .len = F2FS_BLKSIZE, .buf = out};
+    struct blk_req *r = &req;
+    return blk_submit_wait(sm->fs->dev, &r, 1);
+}
+
+uint32_t seg_block_addr(struct seg_manager *sm, uint32_t segno, unsigned off)
+{
+    return sm->main_blkaddr + segno * BLKS + off;
+}
+
+uint32_t seg_main_segments(struct seg_manager *sm)
+{
+    return sm->main_segs;
+}
+
+uint64_t seg_blocks_allocated(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t n = 0;
+    for (int t = 0; t < LOG_COUNT; t++)
+        n += sm->st_alloc[t];
+    pthread_mutex_unlock(&sm->lock);
+    return n;
+}
+
+/* ---- slack space reuse ------------------------------------------------------------------ */
+
+void seg_set_ssr_threshold(struct seg_manager *sm, uint32_t segs)
+{
+    pthread_mutex_lock(&sm->lock);
+    sm->ssr_threshold = segs;
+    pthread_mutex_unlock(&sm->lock);
+}
+
+uint64_t seg_ssr_blocks(struct seg_manager *sm)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&sm->lock);
+    for (uint32_t s = 0; s < sm->main_segs; s++)
+        if (ssr_candidate(sm, s))
+            n += BLKS - sm->se[s].valid;
+    /* and what is left in the data logs' current SSR segments */
+    for (int t = LOG_HOT_DATA; t <= LOG_COLD_DATA; t++) {
+        const struct log_state *lg = &sm->logs[t];
+        if (lg->alloc_type != ALLOC_SSR || lg->must_move)
+            continue;
+        const struct seg_entry *e = &sm->se[lg->segno];
+        for (unsigned i = lg->next_blkoff; i < BLKS; i++)
+            n += !f2fs_test_bit(i, e->map) && !f2fs_test_bit(i, e->ckpt_map);
+    }
+    pthread_mutex_unlock(&sm->lock);
+    return n;
 }
 
 /* ---- usage summary (f2fuse info) ------------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "blk/blk.h"
 #include "core/format.h"
 #include "util/stats.h"
 
@@ -153,8 +154,45 @@ struct seg_log_usage {
 };
 void seg_usage(struct seg_manager *sm, struct seg_log_usage usage[LOG_COUNT], uint32_t *empty);
 
+/* ---- segment cleaning support (gc.c) ----
+ * Victim selection: greedy (fewest valid blocks) for foreground GC, cost-benefit (the
+ * kernel's get_cb_cost: utilization and age from the SIT mtime) for background GC.  Only
+ * segments with some valid and some invalid blocks, no log writing into them, not held and
+ * not already being cleaned are candidates. */
+enum gc_policy { GC_GREEDY, GC_COST_BENEFIT };
+struct seg_gc_victim {
+    uint32_t segno;
+    uint16_t valid;
+    uint8_t type;   /* SIT type: the log type that wrote it */
+    uint64_t mtime;
+    uint8_t map[SIT_VBLOCK_MAP_SIZE]; /* valid blocks when picked */
+};
+/* Picks the best candidate with at most max_valid valid blocks, marks it busy (no later
+ * pick returns it until seg_gc_done) and describes it in *v.  UINT32_MAX when none. */
+uint32_t seg_gc_pick(struct seg_manager *sm, enum gc_policy policy, uint32_t max_valid,
+                     struct seg_gc_victim *v);
+/* Ends the cleaning of segno; true when it is empty now.  With skip, a victim left
+ * non-empty is not picked again until one of its blocks is invalidated (blocks GC could
+ * not move: it would pick the same segment forever). */
+bool seg_gc_done(struct seg_manager *sm, uint32_t segno, bool skip);
+/* Reads the SSA block of segno (its summary as written when a log left it). */
+int seg_read_ssa(struct seg_manager *sm, uint32_t segno, enum blk_prio prio,
+                 struct f2fs_summary_block *out);
+uint32_t seg_block_addr(struct seg_manager *sm, uint32_t segno, unsigned off);
+uint32_t seg_main_segments(struct seg_manager *sm);
+/* Blocks allocated in all logs since the mount (write amplification's numerator). */
+uint64_t seg_blocks_allocated(struct seg_manager *sm);
+
+/* ---- slack space reuse (SSR) ----
+ * At or below segs free segments (and always when a data log would otherwise get
+ * -ENOSPC), a data log that needs a new segment takes a data segment with free slots
+ * instead, unchanged since the last checkpoint, and fills those slots (alloc_type SSR in
+ * the checkpoint).  seg_ssr_blocks counts the slots data may still take that way. */
+void seg_set_ssr_threshold(struct seg_manager *sm, uint32_t segs);
+uint64_t seg_ssr_blocks(struct seg_manager *sm);
+
 /* Counters "seg.*": free, prefree, valid_blocks, alloc.<log> (blocks allocated per log),
- * ssa_writes, sit_blocks_written, new_segments, enospc. */
+ * ssa_writes, sit_blocks_written, new_segments, enospc, ssr_segments. */
 void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink);
 
 #endif

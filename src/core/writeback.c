@@ -254,7 +254,7 @@ static size_t chunk_add_inode(struct f2fuse *fs, uint32_t ino, size_t at, size_t
     for (; assigned < n; assigned++) {
         struct page *p = pages[assigned];
         uint32_t *addr = &wb->addrs[at + assigned];
-        *err = data_assign_block(fs, &ii, ipage, p->key & 0xffffffffu, addr);
+        *err = data_assign_block(fs, &ii, ipage, p, addr);
         if (*err)
             break;
         memcpy(wb->buf + (at + assigned) * F2FS_BLKSIZE, p->data, F2FS_BLKSIZE);

@@ -1,0 +1,501 @@
+/* Segment cleaning: foreground GC when space runs short, a background thread when idle
+ * (see gc.h for the mechanism; docs/ARCHITECTURE.md, "Segment cleaning").
+ *
+ * One round: pick victims (greedy or cost-benefit) while what moving them costs fits in
+ * the free segments left after what is already dirty; with cp_lock held shared (so no
+ * checkpoint runs meanwhile) make the owner page of every valid block dirty, under the
+ * owner inode's stripe lock, after checking that the owner still points at the block;
+ * then request one checkpoint through checkpoint_request (the one request path), which
+ * writes the pages to new blocks and so empties the victims.  Victims a round could not
+ * empty (a block nobody points at) are skipped until they change. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fs.h"
+
+#define BLKS F2FS_BLOCKS_PER_SEG
+#define GC_MAX_VICTIMS 8          /* per round, i.e. per checkpoint */
+#define BG_MAX_VICTIMS 2
+#define BG_MAX_VALID (BLKS * 3 / 4) /* background GC leaves segments fuller than this */
+#define GC_STUCK_ROUNDS 3         /* foreground rounds without progress before ENOSPC */
+#define DEFAULT_IDLE_MS 1000u
+
+struct gc_control {
+    pthread_mutex_t lock; /* one round at a time */
+    uint32_t reserved;    /* free segments user writes leave to GC */
+
+    pthread_mutex_t thread_lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    bool running, stopping;
+    atomic_uint_fast64_t last_activity_ns;
+    bool bg_error_logged;
+
+    atomic_uint_fast64_t fg_rounds, bg_rounds, fg_segments, bg_segments;
+    atomic_uint_fast64_t data_moved, node_moved, unmovable, enospc, fg_wait_ns;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+void gc_options_init(struct f2fuse_options *o)
+{
+    o->background_gc = F2FUSE_BGGC_ON;
+    o->gc_idle_ms = DEFAULT_IDLE_MS;
+    o->gc_ssr = true;
+}
+
+int gc_option_set(struct f2fuse_options *o, const char *name, const char *value)
+{
+    if (strcmp(name, "background_gc") == 0) {
+        if (!value)
+            return -EINVAL;
+        if (strcmp(value, "on") == 0)
+            o->background_gc = F2FUSE_BGGC_ON;
+        else if (strcmp(value, "off") == 0)
+            o->background_gc = F2FUSE_BGGC_OFF;
+        else if (strcmp(value, "sync") == 0)
+            o->background_gc = F2FUSE_BGGC_SYNC;
+        else
+            return -EINVAL;
+        return 0;
+    }
+    if (strcmp(name, "ssr") == 0 || strcmp(name, "nossr") == 0) {
+        if (value)
+            return -EINVAL;
+        o->gc_ssr = name[0] == 's';
+        return 0;
+    }
+    if (strcmp(name, "gc_idle_ms") == 0) {
+        uint64_t n;
+        if (!value || fs_parse_size(value, &n) || n < 10 || n > 3600000)
+            return -EINVAL;
+        o->gc_idle_ms = (unsigned)n;
+        return 0;
+    }
+    return -ENOENT;
+}
+
+/* ---- moving one block ------------------------------------------------------------------- */
+
+/* Makes the data page that owns blkaddr (per its summary entry) dirty.  Returns 1 when
+ * done, 0 when the block no longer belongs to that owner (freed or rewritten meanwhile, or
+ * a summary that does not match: the caller sees the victim stay non-empty), or -errno. */
+static int move_data_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2fs_summary *e)
+{
+    uint32_t nid = le32(e->nid);
+    uint32_t ofs = le16(e->ofs_in_node);
+    if (!nid_valid(fs, nid))
+        return 0;
+    struct f2fs_nat_entry ne;
+    int err = nat_get(fs->nat, nid, &ne);
+    if (err)
+        return err;
+    uint32_t ino = le32(ne.ino);
+    if (le32(ne.block_addr) == NULL_ADDR || !nid_valid(fs, ino))
+        return 0;
+    inode_lock_many(fs, &ino, 1);
+    int moved = 0;
+    struct page *ipage = NULL;
+    struct inode_info ii;
+    if (!seg_block_valid(fs->seg, blkaddr))
+        goto out; /* freed while we waited for the lock */
+    err = inode_get(fs, ino, &ipage, &ii);
+    if (err) {
+        ipage = NULL;
+        goto out;
+    }
+    uint64_t index = ofs;
+    if (nid != ino) {
+        struct page *np;
+        err = node_get(fs, nid, ino, &np);
+        if (err)
+            goto out;
+        uint32_t node_ofs = le32(page_node(np)->footer.flag) >> OFFSET_BIT_SHIFT;
+        pcache_put(fs->cache, np);
+        uint64_t first = dnode_first_block(ii.addrs_per_inode, node_ofs);
+        if (first == UINT64_MAX || ofs >= ADDRS_PER_BLOCK)
+            goto out;
+        index = first + ofs;
+    } else if (ofs >= ii.addrs_per_inode) {
+        goto out;
+    }
+    struct dnode dn;
+    err = dnode_get(fs, &ii, ipage, index, false, &dn);
+    if (err)
+        goto out;
+    bool owner = dn.nid == nid && le32(*dn.addr) == blkaddr;
+    dnode_put(fs, ipage, &dn);
+    if (!owner)
+        goto out;
+    struct page *page;
+    err = data_get_page(fs, &ii, ipage, index, true, &page);
+    if (err)
+        goto out;
+    page->gc_cold = true; /* data_writeback: to the cold data log */
+    pcache_mark_dirty(fs->cache, page);
+    pcache_put(fs->cache, page);
+    moved = 1;
+out:
+    if (ipage)
+        pcache_put(fs->cache, ipage);
+    inode_unlock_many(fs, &ino, 1);
+    if (err == -ENOENT)
+        err = 0;
+    return err ? err : moved;
+}
+
+/* Makes node page nid dirty when the NAT still puts it at blkaddr. */
+static int move_node_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2fs_summary *e)
+{
+    uint32_t nid = le32(e->nid);
+    if (!nid_valid(fs, nid))
+        return 0;
+    struct f2fs_nat_entry ne;
+    int err = nat_get(fs->nat, nid, &ne);
+    if (err)
+        return err;
+    uint32_t ino = le32(ne.ino);
+    if (le32(ne.block_addr) != blkaddr || !nid_valid(fs, ino))
+        return 0;
+    inode_lock_many(fs, &ino, 1);
+    int moved = 0;
+    err = nat_get(fs->nat, nid, &ne); /* again, under the owner's lock */
+    if (!err && le32(ne.block_addr) == blkaddr && le32(ne.ino) == ino) {
+        struct page *page;
+        err = node_get(fs, nid, ino, &page);
+        if (!err) {
+            pcache_mark_dirty(fs->cache, page);
+            pcache_put(fs->cache, page);
+            moved = 1;
+        }
+    }
+    inode_unlock_many(fs, &ino, 1);
+    return err ? err : moved;
+}
+
+static int nid_order(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Blocks that moving a victim writes: its valid blocks, plus for data one direct node per
+ * distinct owner (each owner's pointer changes). */
+static uint64_t move_cost(const struct seg_gc_victim *v, const struct f2fs_summary_block *ssa,
+                          bool node)
+{
+    if (node)
+        return v->valid;
+    uint32_t nids[BLKS];
+    unsigned n = 0;
+    for (unsigned off = 0; off < BLKS; off++)
+        if (v->map[off >> 3] & (0x80u >> (off & 7)))
+            nids[n++] = le32(ssa->entries[off].nid);
+    qsort(nids, n, sizeof(nids[0]), nid_order);
+    unsigned distinct = 0;
+    for (unsigned i = 0; i < n; i++)
+        distinct += i == 0 || nids[i] != nids[i - 1];
+    return (uint64_t)v->valid + distinct;
+}
+
+/* ---- one round -------------------------------------------------------------------------- */
+
+/* Blocks a round may write: the free segments beyond the node logs' reserve, less what is
+ * dirty already (GC's own reserve is what it spends). */
+static uint64_t round_budget(struct f2fuse *fs)
+{
+    uint32_t keep = FS_LOG_RESERVED_SEGMENTS;
+    uint32_t free_segs = seg_free_segments(fs->seg);
+    uint64_t budget = free_segs > keep ? (uint64_t)(free_segs - keep) * BLKS : 0;
+    uint64_t pending = fs_pending_blocks(fs);
+    return budget > pending ? budget - pending : 0;
+}
+
+static int gc_round(struct f2fuse *fs, bool background, enum gc_policy policy, uint64_t budget,
+                    unsigned max_victims, uint32_t *cleaned)
+{
+    struct gc_control *gc = fs->gc;
+    enum blk_prio prio = background ? BLK_PRIO_LOW : BLK_PRIO_NORMAL;
+    uint32_t victims[GC_MAX_VICTIMS];
+    unsigned n = 0;
+    uint64_t cost = 0, data_moved = 0, node_moved = 0;
+    struct f2fs_summary_block *ssa = blk_alloc_buf(F2FS_BLKSIZE);
+    struct seg_gc_victim *v = malloc(sizeof(*v));
+    *cleaned = 0;
+    if (!ssa || !v) {
+        free(ssa);
+        free(v);
+        return -ENOMEM;
+    }
+    int err = 0;
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    err = fs->write_error;
+    while (!err && n < max_victims && n < GC_MAX_VICTIMS) {
+        uint32_t max_valid = background ? BG_MAX_VALID : BLKS - 1;
+        if (seg_gc_pick(fs->seg, policy, max_valid, v) == UINT32_MAX)
+            break;
+        err = seg_read_ssa(fs->seg, v->segno, prio, ssa);
+        if (err) {
+            seg_gc_done(fs->seg, v->segno, false);
+            break;
+        }
+        bool node = ssa->footer.entry_type == SUM_TYPE_NODE;
+        uint64_t c = move_cost(v, ssa, node);
+        if (cost + c > budget) {
+            seg_gc_done(fs->seg, v->segno, false); /* does not fit in this round */
+            break;
+        }
+        cost += c;
+        victims[n++] = v->segno;
+        for (unsigned off = 0; off < BLKS && !err; off++) {
+            if (!(v->map[off >> 3] & (0x80u >> (off & 7))))
+                continue;
+            uint32_t blkaddr = seg_block_addr(fs->seg, v->segno, off);
+            int r = node ? move_node_block(fs, blkaddr, &ssa->entries[off])
+                         : move_data_block(fs, blkaddr, &ssa->entries[off]);
+            if (r < 0)
+                err = r;
+            else if (node)
+                node_moved += (unsigned)r;
+            else
+                data_moved += (unsigned)r;
+        }
+    }
+    pthread_rwlock_unlock(&fs->cp_lock);
+    free(ssa);
+    free(v);
+    if (n && !err)
+        err = checkpoint_request(fs, prio); /* writes the moved pages: the victims empty */
+    for (unsigned i = 0; i < n; i++) {
+        if (seg_gc_done(fs->seg, victims[i], !err))
+            (*cleaned)++;
+        else if (!err)
+            atomic_fetch_add(&gc->unmovable, 1);
+    }
+    atomic_fetch_add(&gc->data_moved, data_moved);
+    atomic_fetch_add(&gc->node_moved, node_moved);
+    atomic_fetch_add(background ? &gc->bg_rounds : &gc->fg_rounds, 1);
+    atomic_fetch_add(background ? &gc->bg_segments : &gc->fg_segments, *cleaned);
+    if (n == 0 && !err)
+        return -EAGAIN; /* nothing to clean (or nothing that fits) */
+    return err;
+}
+
+/* ---- foreground ------------------------------------------------------------------------- */
+
+int gc_make_room(struct f2fuse *fs, uint64_t blocks)
+{
+    struct gc_control *gc = fs->gc;
+    bool logical;
+    if (!gc) { /* no GC (cannot happen on a read-write mount): a checkpoint is all we have */
+        int err = f2fuse_sync(fs);
+        if (err)
+            return err;
+        return fs_room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
+    }
+    uint64_t start = now_ns();
+    pthread_mutex_lock(&gc->lock);
+    int err = 0;
+    unsigned stuck = 0;
+    bool synced = false;
+    for (;;) {
+        if (fs_room_for(fs, blocks, &logical))
+            break;
+        if (!logical) {
+            err = -ENOSPC;
+            break;
+        }
+        /* What is dirty goes first: its checkpoint also turns prefree segments free. */
+        if (!synced && (seg_prefree_segments(fs->seg) || pcache_dirty_count(fs->cache, PAGE_DATA) ||
+                        pcache_dirty_count(fs->cache, PAGE_NODE))) {
+            synced = true;
+            err = checkpoint_request(fs, BLK_PRIO_NORMAL);
+            if (err)
+                break;
+            continue;
+        }
+        synced = true;
+        uint32_t before = seg_free_segments(fs->seg);
+        uint32_t cleaned;
+        err = gc_round(fs, false, GC_GREEDY, round_budget(fs), GC_MAX_VICTIMS, &cleaned);
+        if (err == -EAGAIN) {
+            err = -ENOSPC;
+            break;
+        }
+        if (err)
+            break;
+        if (seg_free_segments(fs->seg) <= before) {
+            if (++stuck >= GC_STUCK_ROUNDS) {
+                err = -ENOSPC;
+                break;
+            }
+        } else {
+            stuck = 0;
+        }
+    }
+    if (err == -ENOSPC)
+        atomic_fetch_add(&gc->enospc, 1);
+    pthread_mutex_unlock(&gc->lock);
+    atomic_fetch_add(&gc->fg_wait_ns, now_ns() - start);
+    return err;
+}
+
+/* ---- background ------------------------------------------------------------------------- */
+
+void gc_note_activity(struct f2fuse *fs)
+{
+    if (fs->gc)
+        atomic_store_explicit(&fs->gc->last_activity_ns, now_ns(), memory_order_relaxed);
+}
+
+static void background_step(struct f2fuse *fs)
+{
+    struct gc_control *gc = fs->gc;
+    unsigned mode = fs->opts.background_gc;
+    if (fs->write_error)
+        return;
+    uint64_t idle_ns = (uint64_t)fs->opts.gc_idle_ms * 1000000u;
+    if (mode == F2FUSE_BGGC_ON &&
+        now_ns() - atomic_load_explicit(&gc->last_activity_ns, memory_order_relaxed) < idle_ns)
+        return;
+    if (pthread_mutex_trylock(&gc->lock))
+        return; /* foreground GC is at work */
+    uint32_t cleaned;
+    int err = gc_round(fs, true, mode == F2FUSE_BGGC_SYNC ? GC_GREEDY : GC_COST_BENEFIT,
+                       round_budget(fs), BG_MAX_VICTIMS, &cleaned);
+    pthread_mutex_unlock(&gc->lock);
+    if (err && err != -EAGAIN && !gc->bg_error_logged) {
+        gc->bg_error_logged = true;
+        log_err("background GC failed: %s", strerror(-err));
+    }
+}
+
+static void *gc_thread(void *arg)
+{
+    struct f2fuse *fs = arg;
+    struct gc_control *gc = fs->gc;
+    pthread_mutex_lock(&gc->thread_lock);
+    while (!gc->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)fs->opts.gc_idle_ms * 1000000u;
+        until.tv_sec += (time_t)(ns / 1000000000u);
+        until.tv_nsec = (long)(ns % 1000000000u);
+        while (!gc->stopping &&
+               pthread_cond_timedwait(&gc->wake, &gc->thread_lock, &until) == 0)
+            ;
+        if (gc->stopping)
+            break;
+        pthread_mutex_unlock(&gc->thread_lock);
+        background_step(fs);
+        pthread_mutex_lock(&gc->thread_lock);
+    }
+    pthread_mutex_unlock(&gc->thread_lock);
+    return NULL;
+}
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+int gc_init(struct f2fuse *fs)
+{
+    struct gc_control *gc = calloc(1, sizeof(*gc));
+    if (!gc)
+        return -ENOMEM;
+    pthread_mutex_init(&gc->lock, NULL);
+    pthread_mutex_init(&gc->thread_lock, NULL);
+    pthread_cond_init(&gc->wake, NULL);
+    /* The checkpoint's reserve for GC, rsvd_segment_count, is sized for the kernel's section
+     * cleaning; f2fuse moves at most a round's worth at a time, so half of it suffices, and
+     * small images cannot spare more than an eighth of their segments. */
+    uint32_t main_segs = seg_main_segments(fs->seg);
+    uint32_t rsvd = le32(fs->cp->rsvd_segment_count) / 2;
+    if (rsvd > main_segs / 8)
+        rsvd = main_segs / 8;
+    gc->reserved = rsvd < 2 ? 2 : rsvd;
+    /* data logs turn to slack space reuse where user writes would touch GC's reserve
+     * (nossr: only where they would otherwise fail) */
+    if (fs->opts.gc_ssr)
+        seg_set_ssr_threshold(fs->seg, FS_LOG_RESERVED_SEGMENTS + gc->reserved);
+    atomic_store(&gc->last_activity_ns, now_ns());
+    fs->gc = gc;
+    return 0;
+}
+
+int gc_start(struct f2fuse *fs)
+{
+    struct gc_control *gc = fs->gc;
+    if (!gc || fs->opts.background_gc == F2FUSE_BGGC_OFF)
+        return 0;
+    int err = -pthread_create(&gc->thread, NULL, gc_thread, fs);
+    gc->running = !err;
+    return err;
+}
+
+void gc_stop(struct f2fuse *fs)
+{
+    struct gc_control *gc = fs->gc;
+    if (!gc || !gc->running)
+        return;
+    pthread_mutex_lock(&gc->thread_lock);
+    gc->stopping = true;
+    pthread_cond_signal(&gc->wake);
+    pthread_mutex_unlock(&gc->thread_lock);
+    pthread_join(gc->thread, NULL);
+    gc->running = false;
+}
+
+void gc_destroy(struct f2fuse *fs)
+{
+    struct gc_control *gc = fs->gc;
+    if (!gc)
+        return;
+    gc_stop(fs);
+    pthread_mutex_destroy(&gc->lock);
+    pthread_mutex_destroy(&gc->thread_lock);
+    pthread_cond_destroy(&gc->wake);
+    free(gc);
+    fs->gc = NULL;
+}
+
+uint32_t gc_reserved_segments(struct f2fuse *fs)
+{
+    return fs->gc ? fs->gc->reserved : 0;
+}
+
+void gc_emit_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
+{
+    struct gc_control *gc = fs->gc;
+    if (!gc)
+        return;
+    uint64_t fg = atomic_load(&gc->fg_rounds), bg = atomic_load(&gc->bg_rounds);
+    uint64_t fgs = atomic_load(&gc->fg_segments), bgs = atomic_load(&gc->bg_segments);
+    uint64_t dm = atomic_load(&gc->data_moved), nm = atomic_load(&gc->node_moved);
+    uint64_t alloc = seg_blocks_allocated(fs->seg);
+    fn(arg, "gc.background_mode", fs->opts.background_gc);
+    fn(arg, "gc.reserved_segments", gc->reserved);
+    fn(arg, "gc.runs", fg + bg);
+    fn(arg, "gc.foreground_runs", fg);
+    fn(arg, "gc.background_runs", bg);
+    fn(arg, "gc.segments_cleaned", fgs + bgs);
+    fn(arg, "gc.background_segments", bgs);
+    fn(arg, "gc.blocks_moved", dm + nm);
+    fn(arg, "gc.data_blocks_moved", dm);
+    fn(arg, "gc.node_blocks_moved", nm);
+    fn(arg, "gc.unmovable_segments", atomic_load(&gc->unmovable));
+    fn(arg, "gc.enospc", atomic_load(&gc->enospc));
+    fn(arg, "gc.foreground_wait_ms", atomic_load(&gc->fg_wait_ns) / 1000000u);
+    /* Blocks written to the main area per block the file system was asked to write. */
+    fn(arg, "gc.write_amplification_x100",
+       alloc > dm + nm ? alloc * 100 / (alloc - dm - nm) : 100);
+}

@@ -1,0 +1,56 @@
+/* Segment cleaning (gc.c): makes free segments out of partly valid ones, so that an image
+ * that is overwritten again and again stays writable up to its user-visible size.
+ *
+ * Foreground GC runs inside fs_reserve when the free segments left after what is dirty would
+ * eat into the GC reserve: greedy victims (fewest valid blocks).  The background thread
+ * (-o background_gc=on, the default) cleans cost-benefit victims while the mount is idle;
+ * background_gc=sync cleans greedy victims without waiting for idleness; off: no thread.
+ *
+ * Moving a block means making its owner's page dirty in the page cache (a data page of the
+ * file, or the node page): the checkpoint that GC then requests writes it to a new block of
+ * its log (moved file data goes to the cold data log), points the dnode or the NAT entry
+ * at it, and invalidates the old one.  So SSA, NAT and SIT stay right by the ordinary write
+ * path, the victim becomes free exactly when that checkpoint commits (nothing the previous
+ * checkpoint references is overwritten before), and a crash before then loses nothing. */
+#ifndef F2FUSE_CORE_GC_H
+#define F2FUSE_CORE_GC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "f2fuse.h"
+
+struct f2fuse;
+struct gc_control;
+
+#define F2FUSE_BGGC_OFF 0u
+#define F2FUSE_BGGC_ON 1u
+#define F2FUSE_BGGC_SYNC 2u
+
+/* Options: background_gc=on|off|sync, gc_idle_ms=N (how long without a write operation
+ * counts as idle; default 1000), ssr / nossr (slack space reuse near full; the default is
+ * ssr, nossr is the baseline of bench/gc).  gc_option_set returns -ENOENT for other names. */
+void gc_options_init(struct f2fuse_options *o);
+int gc_option_set(struct f2fuse_options *o, const char *name, const char *value);
+
+/* Read-write mounts: fs->gc and the background thread (started after recovery). */
+int gc_init(struct f2fuse *fs);
+int gc_start(struct f2fuse *fs);
+void gc_stop(struct f2fuse *fs);
+void gc_destroy(struct f2fuse *fs);
+
+/* Free segments user writes must leave to GC, from the checkpoint's rsvd_segment_count. */
+uint32_t gc_reserved_segments(struct f2fuse *fs);
+
+/* Called by fs_reserve when the space check failed with the logical space available:
+ * checkpoints, then cleans greedy victims (one checkpoint per round) until
+ * fs_room_for(blocks) holds.  -ENOSPC when no victim can be cleaned any more. */
+int gc_make_room(struct f2fuse *fs, uint64_t blocks);
+
+/* An operation is about to change the file system (the background thread waits for idle). */
+void gc_note_activity(struct f2fuse *fs);
+
+/* Counters "gc.*". */
+void gc_emit_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);
+
+#endif
