@@ -30,6 +30,96 @@
 #define CACHE_TIMEOUT 60.0
 #define MAX_IO (1u << 20)
 
+/* ---- FUSE performance options (issue #8, bench/fio; defaults and why: docs/ARCHITECTURE.md
+ * "Performance").  Parsed here, not in the library: they only shape the kernel side. */
+struct fuse_perf_opts {
+    bool writeback_cache; /* the kernel's page cache buffers writes in front of ours */
+    bool keep_cache;      /* an open keeps the kernel's cached pages of the file */
+    unsigned max_write;   /* largest WRITE request, bytes, <= 1 MiB */
+    unsigned read_ahead_kb; /* set on the mount's bdi: 1024 gives 1 MiB buffered READs */
+};
+
+static void perf_opts_init(struct fuse_perf_opts *o)
+{
+    *o = (struct fuse_perf_opts){.writeback_cache = false, .keep_cache = true,
+                                 .max_write = MAX_IO, .read_ahead_kb = 1024};
+}
+
+static int on_off(const char *value, bool *out)
+{
+    if (!value || !strcmp(value, "on") || !strcmp(value, "1"))
+        *out = true;
+    else if (!strcmp(value, "off") || !strcmp(value, "0"))
+        *out = false;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+/* 0 when name is one of ours, -ENOENT when not, -EINVAL for a bad value. */
+static int perf_opt_set(struct fuse_perf_opts *o, const char *name, const char *value)
+{
+    char *end;
+    if (!strcmp(name, "writeback_cache"))
+        return on_off(value, &o->writeback_cache);
+    if (!strcmp(name, "nowriteback_cache") && !value)
+        return o->writeback_cache = false, 0;
+    if (!strcmp(name, "keep_cache"))
+        return on_off(value, &o->keep_cache);
+    if (!strcmp(name, "max_write") || !strcmp(name, "read_ahead_kb")) {
+        if (!value || !*value)
+            return -EINVAL;
+        unsigned long v = strtoul(value, &end, 10);
+        if (*end || v == 0)
+            return -EINVAL;
+        if (name[0] == 'm') {
+            if (v > MAX_IO || v < 4096) /* fuse-notes: above 1 MiB kills the session */
+                return -EINVAL;
+            o->max_write = (unsigned)v;
+        } else {
+            if (v > 65536)
+                return -EINVAL;
+            o->read_ahead_kb = (unsigned)v;
+        }
+        return 0;
+    }
+    return -ENOENT;
+}
+
+/* The kernel's readahead window on this mount: FUSE's default (128 KiB) cuts buffered
+ * sequential reads into 128 KiB READs; 1 MiB makes them 1 MiB (fuse-notes).  The bdi is
+ * named by the mount's device number, found in mountinfo: a stat of the mount point would
+ * wait for this very daemon, whose loop has not started yet. */
+static void set_read_ahead(const char *mnt, unsigned kb)
+{
+    FILE *mi = fopen("/proc/self/mountinfo", "r");
+    char line[PATH_MAX + 512], dev[32] = "";
+    while (mi && fgets(line, sizeof(line), mi)) {
+        char point[PATH_MAX], devno[32];
+        /* "id parent major:minor root mountpoint ..."; octal escapes in paths are rare
+         * enough that a mount point needing them just keeps the default window. */
+        if (sscanf(line, "%*s %*s %31s %*s %4095s", devno, point) == 2 && !strcmp(point, mnt))
+            snprintf(dev, sizeof(dev), "%s", devno); /* the last match is the top mount */
+    }
+    if (mi)
+        fclose(mi);
+    if (!dev[0]) {
+        log_warn("read_ahead_kb: %s not found in mountinfo", mnt);
+        return;
+    }
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        log_warn("cannot set %s: %s", path, strerror(errno));
+        return;
+    }
+    fprintf(f, "%u\n", kb);
+    if (fclose(f) != 0)
+        log_warn("cannot set %s: %s", path, strerror(errno));
+}
+/* ---- end of FUSE performance options */
+
 enum fuse_op { OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_READDIR,
                OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_CREATE, OP_MKNOD,
                OP_MKDIR, OP_SYMLINK, OP_LINK, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_WRITE,
@@ -46,6 +136,7 @@ struct daemon {
     struct f2fuse *fs;
     uint32_t root_ino;
     bool read_only;
+    struct fuse_perf_opts perf;
     atomic_uint_fast64_t requests[OP_COUNT];
     atomic_uint_fast64_t errors[OP_COUNT];
 };
@@ -96,10 +187,15 @@ static void reply_err(fuse_req_t req, int err)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    conn->max_write = MAX_IO; /* fuse-notes: above 1 MiB kills the session */
+    struct daemon *d = userdata;
+    conn->max_write = d->perf.max_write;
     conn->max_readahead = MAX_IO;
     if (conn->capable & FUSE_CAP_ASYNC_READ)
         conn->want |= FUSE_CAP_ASYNC_READ;
+    if (d->perf.writeback_cache && !d->read_only && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+        conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    else
+        conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -196,7 +292,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     /* Nothing changes the image behind the kernel's back, so its page cache stays valid
      * across opens. */
-    fi->keep_cache = 1;
+    fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)
         f2fuse_release(d->fs, to_f2fs(d, ino)); /* the opener was interrupted */
 }
@@ -433,7 +529,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     e.ino = to_fuse(d, a.ino);
     e.generation = a.generation;
     attr_to_stat(d, &a, &e.attr);
-    fi->keep_cache = 1;
+    fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_create(req, &e, fi) != 0) {
         f2fuse_release(d->fs, a.ino);
         f2fuse_forget(d->fs, a.ino, 1);
@@ -731,6 +827,7 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
 struct cmdline {
     const char *image;
     struct f2fuse_options opts;
+    struct fuse_perf_opts perf;
     bool bad;
 };
 
@@ -753,7 +850,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         return 1;
     memcpy(name, arg, nlen);
     name[nlen] = '\0';
-    int err = f2fuse_option_set(&c->opts, name, eq ? eq + 1 : NULL);
+    int err = perf_opt_set(&c->perf, name, eq ? eq + 1 : NULL);
+    if (err == 0)
+        return 0;
+    if (err == -ENOENT)
+        err = f2fuse_option_set(&c->opts, name, eq ? eq + 1 : NULL);
     if (err == -EINVAL) {
         log_err("bad value in option '%s' (f2fuse options: %s)", arg, f2fuse_option_names());
         c->bad = true;
@@ -772,6 +873,8 @@ void mount_usage(FILE *out)
             "  -d            debug output (implies -f)\n"
             "  -s            single-threaded\n"
             "  -o OPTIONS    comma-separated; f2fuse's own: %s;\n"
+            "                FUSE tuning: writeback_cache=on|off, keep_cache=on|off,\n"
+            "                max_write=BYTES, read_ahead_kb=N;\n"
             "                the rest are FUSE mount options (allow_other, ...)\n",
             f2fuse_option_names());
 }
@@ -829,6 +932,7 @@ int mount_main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cmdline c = {0};
     f2fuse_options_init(&c.opts);
+    perf_opts_init(&c.perf);
     c.opts.track_lookups = true; /* the kernel's nodeids stay valid until it forgets them */
     if (fuse_opt_parse(&args, &c, NULL, opt_proc) != 0 || c.bad) {
         fuse_opt_free_args(&args);
@@ -847,7 +951,7 @@ int mount_main(int argc, char **argv)
     }
 
     int ret = 1, ready_fd = -1;
-    struct daemon d = {.read_only = c.opts.read_only};
+    struct daemon d = {.read_only = c.opts.read_only, .perf = c.perf};
     struct fuse_session *se = NULL;
     struct ctl_server *ctl = NULL;
     bool mounted = false;
@@ -883,6 +987,7 @@ int mount_main(int argc, char **argv)
     if (fuse_session_mount(se, real_mnt) != 0)
         goto out;
     mounted = true;
+    set_read_ahead(real_mnt, d.perf.read_ahead_kb);
     err = ctl_start(real_mnt, ctl_handle, &d, &ctl);
     if (err)
         log_warn("no control socket (f2fuse stat will not work): %s", strerror(-err));
