@@ -7,9 +7,10 @@
  *
  *   memfs [-f] [-s] [-o writeback_cache] [-o other FUSE options] MOUNTPOINT
  *
- * Files keep their data in 4 KiB pages (sparse), directories a linked list of entries,
- * enough for fio, the metadata workloads and a tarball.  Locking: one rwlock over the
- * namespace and the inode table, one mutex per inode for its data. */
+ * Files keep their data in 4 KiB pages (sparse); directory entries sit in one hash table
+ * keyed by (parent, name) for lookups and in a per-directory list for readdir.  Enough
+ * for fio, the metadata workloads and a tarball.  Locking: one rwlock over the namespace
+ * and the inode table, one mutex per inode for its data. */
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
@@ -29,10 +30,13 @@
 #define TIMEOUT 60.0
 
 struct mentry {
-    struct mentry *next;
-    fuse_ino_t ino;
+    struct mentry *next, **prev; /* the directory's list */
+    struct mentry *hnext;        /* hash chain */
+    fuse_ino_t parent, ino;
     char name[];
 };
+
+#define HASH_BITS 20
 
 struct minode {
     pthread_mutex_t lock; /* data, size, times */
@@ -48,6 +52,7 @@ struct memfs {
     pthread_rwlock_t ns;  /* the inode table and every directory */
     struct minode **inodes;
     size_t ninodes, cap;
+    struct mentry **hash; /* 1 << HASH_BITS chains */
     bool writeback_cache;
 };
 
@@ -93,15 +98,55 @@ static struct minode *new_inode(struct memfs *m, mode_t mode, const struct fuse_
     return in;
 }
 
-static struct mentry *find(struct minode *dir, const char *name, struct mentry ***link)
+static size_t hash_of(fuse_ino_t parent, const char *name)
 {
-    struct mentry **p = &dir->entries;
-    for (; *p; p = &(*p)->next)
-        if (strcmp((*p)->name, name) == 0)
-            break;
-    if (link)
-        *link = p;
-    return *p;
+    uint64_t h = 1469598103934665603ull ^ parent;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return (size_t)(h >> (64 - HASH_BITS));
+}
+
+static struct mentry *find(struct memfs *m, fuse_ino_t parent, const char *name)
+{
+    for (struct mentry *e = m->hash[hash_of(parent, name)]; e; e = e->hnext)
+        if (e->parent == parent && strcmp(e->name, name) == 0)
+            return e;
+    return NULL;
+}
+
+/* Under ns held for writing. */
+static void link_entry(struct memfs *m, struct minode *dir, struct mentry *e)
+{
+    e->next = dir->entries;
+    if (e->next)
+        e->next->prev = &e->next;
+    e->prev = &dir->entries;
+    dir->entries = e;
+    struct mentry **chain = &m->hash[hash_of(e->parent, e->name)];
+    e->hnext = *chain;
+    *chain = e;
+}
+
+static void unlink_entry(struct memfs *m, struct mentry *e)
+{
+    *e->prev = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    struct mentry **p = &m->hash[hash_of(e->parent, e->name)];
+    while (*p != e)
+        p = &(*p)->hnext;
+    *p = e->hnext;
+}
+
+static struct mentry *new_entry(fuse_ino_t parent, const char *name, fuse_ino_t ino)
+{
+    struct mentry *e = malloc(sizeof(*e) + strlen(name) + 1);
+    if (e) {
+        e->parent = parent;
+        e->ino = ino;
+        strcpy(e->name, name);
+    }
+    return e;
 }
 
 static void reply_entry(fuse_req_t req, struct minode *in)
@@ -125,8 +170,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct memfs *m = fs_of(req);
     pthread_rwlock_wrlock(&m->ns); /* nlookup changes */
-    struct minode *dir = get(m, parent);
-    struct mentry *e = dir ? find(dir, name, NULL) : NULL;
+    struct mentry *e = find(m, parent, name);
     if (e) {
         reply_entry(req, m->inodes[e->ino]);
     } else {
@@ -216,9 +260,9 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct mentry *e = NULL;
     if (!dir || !S_ISDIR(dir->st.st_mode))
         err = ENOENT;
-    else if (find(dir, name, NULL))
+    else if (find(m, parent, name))
         err = EEXIST;
-    else if (!(e = malloc(sizeof(*e) + strlen(name) + 1)) || !(in = new_inode(m, mode, fuse_req_ctx(req))))
+    else if (!(e = new_entry(parent, name, 0)) || !(in = new_inode(m, mode, fuse_req_ctx(req))))
         err = ENOMEM;
     if (!err && target) {
         in->target = strdup(target);
@@ -231,9 +275,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         return;
     }
     e->ino = in->st.st_ino;
-    strcpy(e->name, name);
-    e->next = dir->entries;
-    dir->entries = e;
+    link_entry(m, dir, e);
     if (S_ISDIR(mode))
         dir->st.st_nlink++;
     now(&dir->st.st_mtim);
@@ -288,18 +330,15 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const cha
     pthread_rwlock_wrlock(&m->ns);
     struct minode *dir = get(m, parent), *in = get(m, ino);
     struct mentry *e = NULL;
-    int err = !dir || !in ? ENOENT : find(dir, name, NULL) ? EEXIST : 0;
-    if (!err && !(e = malloc(sizeof(*e) + strlen(name) + 1)))
+    int err = !dir || !in ? ENOENT : find(m, parent, name) ? EEXIST : 0;
+    if (!err && !(e = new_entry(parent, name, ino)))
         err = ENOMEM;
     if (err) {
         pthread_rwlock_unlock(&m->ns);
         fuse_reply_err(req, err);
         return;
     }
-    e->ino = ino;
-    strcpy(e->name, name);
-    e->next = dir->entries;
-    dir->entries = e;
+    link_entry(m, dir, e);
     in->st.st_nlink++;
     reply_entry(req, in);
     pthread_rwlock_unlock(&m->ns);
@@ -311,7 +350,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
     struct memfs *m = fs_of(req);
     pthread_rwlock_wrlock(&m->ns);
     struct minode *dir = get(m, parent);
-    struct mentry **link, *e = dir ? find(dir, name, &link) : NULL;
+    struct mentry *e = dir ? find(m, parent, name) : NULL;
     struct minode *in = e ? m->inodes[e->ino] : NULL;
     int err = !e ? ENOENT : 0;
     if (!err && want_dir && !S_ISDIR(in->st.st_mode))
@@ -321,7 +360,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
     else if (!err && want_dir && in->entries)
         err = ENOTEMPTY;
     if (!err) {
-        *link = e->next;
+        unlink_entry(m, e);
         free(e);
         if (want_dir) {
             dir->st.st_nlink--;
@@ -357,24 +396,21 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
     }
     pthread_rwlock_wrlock(&m->ns);
     struct minode *from = get(m, parent), *to = get(m, newparent);
-    struct mentry **link, *e = from ? find(from, name, &link) : NULL;
+    struct mentry *e = from ? find(m, parent, name) : NULL;
     struct mentry *n = NULL;
     int err = !e || !to ? ENOENT : 0;
-    if (!err && !(n = malloc(sizeof(*n) + strlen(newname) + 1)))
+    if (!err && !(n = new_entry(newparent, newname, e->ino)))
         err = ENOMEM;
     if (!err) {
-        n->ino = e->ino;
-        strcpy(n->name, newname);
-        *link = e->next;
+        unlink_entry(m, e);
         free(e);
-        struct mentry **old_link, *old = find(to, newname, &old_link);
+        struct mentry *old = find(m, newparent, newname);
         if (old) { /* replaced: the old inode loses a name */
-            *old_link = old->next;
+            unlink_entry(m, old);
             m->inodes[old->ino]->st.st_nlink--;
             free(old);
         }
-        n->next = to->entries;
-        to->entries = n;
+        link_entry(m, to, n);
     }
     pthread_rwlock_unlock(&m->ns);
     fuse_reply_err(req, err);
@@ -552,6 +588,9 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct memfs m = {0};
     pthread_rwlock_init(&m.ns, NULL);
+    m.hash = calloc((size_t)1 << HASH_BITS, sizeof(*m.hash));
+    if (!m.hash)
+        return 1;
     if (fuse_opt_parse(&args, &m, NULL, opt_proc) != 0)
         return 2;
     struct fuse_cmdline_opts fo;
