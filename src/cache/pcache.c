@@ -132,7 +132,7 @@ static void page_free(struct pcache *c, struct page *p)
     free(p);
 }
 
-/* Clean pages kept when dirty pages alone fill the budget (1 MiB): without them every load
+/* Clean pages kept when dirty pages fill the budget (1 MiB): without them every load
  * evicted every clean page, so a writeback or a write walking a file re-read its inode and
  * node blocks for each data page (bench/fio: ~19k node reads per 4 s of sequential writes). */
 #define CLEAN_RESERVE_PAGES 256u
@@ -144,8 +144,11 @@ static void reclaim(struct pcache *c, uint64_t target_pages)
     uint64_t dirty = 0;
     for (int s = 0; s < PAGE_SPACES; s++)
         dirty += c->ndirty[s];
-    if (target_pages && target_pages < dirty + CLEAN_RESERVE_PAGES) /* 0: shrink everything */
-        target_pages = dirty + CLEAN_RESERVE_PAGES;
+    /* An eighth of the budget at most, so that a small cache keeps its budget exactly. */
+    uint64_t reserve = target_pages / 8 < CLEAN_RESERVE_PAGES ? target_pages / 8
+                                                              : CLEAN_RESERVE_PAGES;
+    if (target_pages < dirty + reserve)
+        target_pages = dirty + reserve;
     struct page *p = c->lru.lru_next;
     while (c->pages > target_pages && p != &c->lru) {
         struct page *next = p->lru_next;
