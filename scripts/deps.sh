@@ -3,7 +3,8 @@
 # As root it installs what is missing with apt-get; otherwise it names the packages.
 set -euo pipefail
 pkgs=(build-essential pkg-config libfuse3-dev fuse3 liburing-dev f2fs-tools fio util-linux
-      python3 clang)
+      python3 clang
+      python3-matplotlib fuse2fs)  # bench/fio: the chart, the FUSE ext4 reference
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
