@@ -28,9 +28,9 @@ def env_int(name, default):
 
 SECONDS = env_int("FIO_BENCH_SECONDS", 2 if QUICK else 3)
 REPS = env_int("FIO_BENCH_REPS", 1 if QUICK else 3)
-JOB_MIB = env_int("FIO_BENCH_JOB_MIB", 16 if QUICK else 32)  # per fio job (16 jobs)
+JOB_MIB = env_int("FIO_BENCH_JOB_MIB", 8 if QUICK else 32)  # per fio job (16 jobs)
 IMAGE_MIB = env_int("FIO_BENCH_IMAGE_MIB", 4096)
-META_FILES = env_int("FIO_BENCH_META_FILES", 10000 if QUICK else 100000)
+META_FILES = env_int("FIO_BENCH_META_FILES", 5000 if QUICK else 100000)
 FSYNC_FILES = env_int("FIO_BENCH_FSYNC_FILES", 400 if QUICK else 2000)
 TAR_SRC = os.environ.get("FIO_BENCH_TAR_SRC",
                          "/usr/include/linux" if QUICK else
