@@ -375,7 +375,9 @@ def write_chart(configs, rows, results):
     ncol = 4
     nrow = (len(present) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.2 * nrow), squeeze=False)
-    colors = ["#999999", "#1f77b4", "#6baed6", "#d62728", "#2ca02c", "#98df8a"]
+    colors = {"memfs": "#999999", "memfs-wbc": "#cccccc", "f2fuse-uring": "#1f77b4",
+              "f2fuse-uring-wbc": "#6baed6", "f2fuse-psync": "#9467bd", "fuse2fs": "#d62728",
+              "ext4-loop": "#2ca02c", "ext4-loop-dio": "#98df8a"}
     for i, (key, label) in enumerate(present):
         ax = axes[i // ncol][i % ncol]
         vals, names, cols = [], [], []
@@ -385,7 +387,7 @@ def write_chart(configs, rows, results):
             if rs:
                 vals.append(statistics.median(r["value"] for r in rs))
                 names.append(c.name)
-                cols.append(colors[j % len(colors)])
+                cols.append(colors.get(c.name, "#000000"))
                 unit = rs[0]["unit"]
         ax.bar(range(len(vals)), vals, color=cols)
         ax.set_xticks(range(len(vals)))
@@ -395,12 +397,28 @@ def write_chart(configs, rows, results):
         ax.tick_params(axis="y", labelsize=7)
     for i in range(len(present), nrow * ncol):
         axes[i // ncol][i % ncol].axis("off")
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Patch(color=colors.get(c.name, "#000000"), label=c.label) for c in configs],
+               loc="lower right", fontsize=9, ncol=2)
     fig.tight_layout()
     fig.savefig(OUT_PNG, dpi=110)
     log("chart:", OUT_PNG)
 
 
+def replot():
+    """--replot: the chart again from bench/results/fio.json."""
+    with open(OUT_JSON) as f:
+        raw = json.load(f)
+    results = {tuple(k.split("|", 1)): v for k, v in raw.items()}
+    configs = [c for c in all_configs() if any(k[1] == c.name for k in results)]
+    rows = [(r[0], r[1]) for r in FIO_ROWS] + [(r, META_LABELS[r]) for r in META_ROWS]
+    write_chart(configs, rows, results)
+
+
 def main():
+    if "--replot" in sys.argv:
+        replot()
+        return
     for tool in ("fio", "fincore", "fuse2fs", "mkfs.f2fs", "mkfs.ext4", "losetup", "fusermount3"):
         if not shutil.which(tool):
             sys.exit(f"fio bench: {tool} is missing")
