@@ -6,6 +6,7 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -131,12 +132,25 @@ static const char *const op_names[OP_COUNT] = {
     "rename", "write", "setattr", "fsync", "fsyncdir", "setxattr", "removexattr", "fallocate",
     "release", "ioctl"};
 
+/* READ reply buffers above the malloc mmap threshold (128 KiB, set in main) are kept for
+ * reuse: allocating one per request cost an mmap, 256 zero-filled page faults and an
+ * munmap with its TLB shootdown, every 1 MiB readahead READ (bench/fio 128k read).  At
+ * most READ_POOL_MAX are kept: their memory counts against the daemon's fixed overhead. */
+#define READ_POOL_MAX 8
+#define READ_POOL_MIN (128u << 10)
+struct read_pool {
+    pthread_mutex_t lock;
+    void *bufs[READ_POOL_MAX]; /* each MAX_IO bytes */
+    unsigned n;
+};
+
 /* The daemon's context: everything a request handler needs. */
 struct daemon {
     struct f2fuse *fs;
     uint32_t root_ino;
     bool read_only;
     struct fuse_perf_opts perf;
+    struct read_pool read_pool;
     atomic_uint_fast64_t requests[OP_COUNT];
     atomic_uint_fast64_t errors[OP_COUNT];
 };
@@ -305,13 +319,39 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     reply_err(req, err);
 }
 
+static void *read_buf_get(struct daemon *d, size_t size)
+{
+    if (size < READ_POOL_MIN)
+        return blk_alloc_buf(size ? size : 1);
+    void *buf = NULL;
+    pthread_mutex_lock(&d->read_pool.lock);
+    if (d->read_pool.n)
+        buf = d->read_pool.bufs[--d->read_pool.n];
+    pthread_mutex_unlock(&d->read_pool.lock);
+    return buf ? buf : blk_alloc_buf(MAX_IO);
+}
+
+static void read_buf_put(struct daemon *d, void *buf, size_t size)
+{
+    if (buf && size >= READ_POOL_MIN) {
+        pthread_mutex_lock(&d->read_pool.lock);
+        bool kept = d->read_pool.n < READ_POOL_MAX;
+        if (kept)
+            d->read_pool.bufs[d->read_pool.n++] = buf;
+        pthread_mutex_unlock(&d->read_pool.lock);
+        if (kept)
+            return;
+    }
+    free(buf);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
     if (size > MAX_IO)
         size = MAX_IO;
-    void *buf = blk_alloc_buf(size ? size : 1);
+    void *buf = read_buf_get(d, size);
     if (!buf) {
         count(d, OP_READ, -ENOMEM);
         reply_err(req, -ENOMEM);
@@ -323,7 +363,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_err(req, (int)n);
     else
         fuse_reply_buf(req, buf, (size_t)n);
-    free(buf);
+    read_buf_put(d, buf, size);
 }
 
 /* A directory listing is gathered first and answered after: readdirplus asks for each
@@ -951,7 +991,8 @@ int mount_main(int argc, char **argv)
     }
 
     int ret = 1, ready_fd = -1;
-    struct daemon d = {.read_only = c.opts.read_only, .perf = c.perf};
+    struct daemon d = {.read_only = c.opts.read_only, .perf = c.perf,
+                       .read_pool = {.lock = PTHREAD_MUTEX_INITIALIZER}};
     struct fuse_session *se = NULL;
     struct ctl_server *ctl = NULL;
     bool mounted = false;
@@ -1015,6 +1056,8 @@ out:
         fuse_session_destroy(se);
     }
     f2fuse_close(d.fs);
+    while (d.read_pool.n)
+        free(d.read_pool.bufs[--d.read_pool.n]);
     free(fo.mountpoint);
     fuse_opt_free_args(&args);
     return ret;
