@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark in turn; each writes its table to bench/results/NAME.md.
 # BENCH=name[,name] runs only those (blk, checkpoint, trim, fio); QUICK=1 is passed on
-# (bench/fio: ~5 min smoke run instead of ~30 min).
+# (bench/fio: ~3 min smoke run instead of ~22-30 min).
 set -u
 cd "$(dirname "$0")/.."
 only=${BENCH:-}

@@ -12,7 +12,7 @@
 # All configurations stay mounted; runs are interleaved (repetition > workload >
 # configuration), with sync + drop_caches before each; medians.
 #
-#   QUICK=1                 smoke run (~5 min): 1 repetition, 2 s runs, 16 x 8 MiB files,
+#   QUICK=1                 smoke run (~3 min): 1 repetition, 2 s runs, 16 x 8 MiB files,
 #                           5,000 metadata files, a small tarball
 #   FIO_BENCH_SECONDS       seconds per fio run (default 3)        full run: ~30 min
 #   FIO_BENCH_REPS          repetitions (default 3)
