@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config libfuse3-dev fuse3 liburing-dev f2fs-tools fio util-linux
       python3 clang
-      python3-matplotlib) # bench/writeback and bench/gc: PNG plots
+      python3-matplotlib fuse2fs) # PNG plots (writeback, gc, fio); bench/fio's FUSE ext4 reference
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

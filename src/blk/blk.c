@@ -703,7 +703,7 @@ static struct blk_req *prepare(struct blk_dev *dev, struct blk_req *req)
     return req;
 }
 
-int blk_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
+static int submit_batch(struct blk_dev *dev, struct blk_req **reqs, unsigned n, bool waited)
 {
     if (!dev || (!reqs && n))
         return -EINVAL;
@@ -723,7 +723,9 @@ int blk_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
         if (r)
             batch[m++] = r;
     }
-    int ret = m ? dev->ops->submit(dev, batch, m) : 0;
+    int (*submit)(struct blk_dev *, struct blk_req **, unsigned) =
+        waited && dev->ops->submit_waited ? dev->ops->submit_waited : dev->ops->submit;
+    int ret = m ? submit(dev, batch, m) : 0;
     if (ret < 0) {
         /* the requests are counted in flight already: finish them rather than forget them */
         for (unsigned i = 0; i < m; i++) {
@@ -734,6 +736,11 @@ int blk_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
     if (batch != on_stack)
         free(batch);
     return 0;
+}
+
+int blk_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
+{
+    return submit_batch(dev, reqs, n, false);
 }
 
 /* ---- synchronous helpers ----------------------------------------------------------- */
@@ -777,7 +784,7 @@ int blk_submit_wait(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
         reqs[i]->done = batch_done;
         reqs[i]->private = &b;
     }
-    int err = blk_submit(dev, reqs, n);
+    int err = submit_batch(dev, reqs, n, true);
     if (!err) {
         pthread_mutex_lock(&b.lock);
         while (b.pending)

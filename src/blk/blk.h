@@ -71,6 +71,9 @@ struct blk_backend_ops {
     int (*init)(struct blk_dev *dev);
     /* Queues n requests and starts them; completions arrive through req->done. */
     int (*submit)(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
+    /* Optional: as submit, for a caller that blocks until these requests complete
+     * (blk_submit_wait), so the backend may run them in the calling thread. */
+    int (*submit_waited)(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
     /* Waits for every request in flight, then frees backend state. */
     void (*fini)(struct blk_dev *dev);
 };

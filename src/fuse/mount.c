@@ -6,6 +6,7 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +32,96 @@
 #define CACHE_TIMEOUT 60.0
 #define MAX_IO (1u << 20)
 
+/* ---- FUSE performance options (issue #8, bench/fio; defaults and why: docs/ARCHITECTURE.md
+ * "Performance").  Parsed here, not in the library: they only shape the kernel side. */
+struct fuse_perf_opts {
+    bool writeback_cache; /* the kernel's page cache buffers writes in front of ours */
+    bool keep_cache;      /* an open keeps the kernel's cached pages of the file */
+    unsigned max_write;   /* largest WRITE request, bytes, <= 1 MiB */
+    unsigned read_ahead_kb; /* set on the mount's bdi: 1024 gives 1 MiB buffered READs */
+};
+
+static void perf_opts_init(struct fuse_perf_opts *o)
+{
+    *o = (struct fuse_perf_opts){.writeback_cache = false, .keep_cache = true,
+                                 .max_write = MAX_IO, .read_ahead_kb = 1024};
+}
+
+static int on_off(const char *value, bool *out)
+{
+    if (!value || !strcmp(value, "on") || !strcmp(value, "1"))
+        *out = true;
+    else if (!strcmp(value, "off") || !strcmp(value, "0"))
+        *out = false;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+/* 0 when name is one of ours, -ENOENT when not, -EINVAL for a bad value. */
+static int perf_opt_set(struct fuse_perf_opts *o, const char *name, const char *value)
+{
+    char *end;
+    if (!strcmp(name, "writeback_cache"))
+        return on_off(value, &o->writeback_cache);
+    if (!strcmp(name, "nowriteback_cache") && !value)
+        return o->writeback_cache = false, 0;
+    if (!strcmp(name, "keep_cache"))
+        return on_off(value, &o->keep_cache);
+    if (!strcmp(name, "max_write") || !strcmp(name, "read_ahead_kb")) {
+        if (!value || !*value)
+            return -EINVAL;
+        unsigned long v = strtoul(value, &end, 10);
+        if (*end || v == 0)
+            return -EINVAL;
+        if (name[0] == 'm') {
+            if (v > MAX_IO || v < 4096) /* fuse-notes: above 1 MiB kills the session */
+                return -EINVAL;
+            o->max_write = (unsigned)v;
+        } else {
+            if (v > 65536)
+                return -EINVAL;
+            o->read_ahead_kb = (unsigned)v;
+        }
+        return 0;
+    }
+    return -ENOENT;
+}
+
+/* The kernel's readahead window on this mount: FUSE's default (128 KiB) cuts buffered
+ * sequential reads into 128 KiB READs; 1 MiB makes them 1 MiB (fuse-notes).  The bdi is
+ * named by the mount's device number, found in mountinfo: a stat of the mount point would
+ * wait for this very daemon, whose loop has not started yet. */
+static void set_read_ahead(const char *mnt, unsigned kb)
+{
+    FILE *mi = fopen("/proc/self/mountinfo", "r");
+    char line[PATH_MAX + 512], dev[32] = "";
+    while (mi && fgets(line, sizeof(line), mi)) {
+        char point[PATH_MAX], devno[32];
+        /* "id parent major:minor root mountpoint ..."; octal escapes in paths are rare
+         * enough that a mount point needing them just keeps the default window. */
+        if (sscanf(line, "%*s %*s %31s %*s %4095s", devno, point) == 2 && !strcmp(point, mnt))
+            snprintf(dev, sizeof(dev), "%s", devno); /* the last match is the top mount */
+    }
+    if (mi)
+        fclose(mi);
+    if (!dev[0]) {
+        log_warn("read_ahead_kb: %s not found in mountinfo", mnt);
+        return;
+    }
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        log_warn("cannot set %s: %s", path, strerror(errno));
+        return;
+    }
+    fprintf(f, "%u\n", kb);
+    if (fclose(f) != 0)
+        log_warn("cannot set %s: %s", path, strerror(errno));
+}
+/* ---- end of FUSE performance options */
+
 enum fuse_op { OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_READDIR,
                OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_CREATE, OP_MKNOD,
                OP_MKDIR, OP_SYMLINK, OP_LINK, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_WRITE,
@@ -42,11 +133,25 @@ static const char *const op_names[OP_COUNT] = {
     "rename", "write", "setattr", "fsync", "fsyncdir", "setxattr", "removexattr", "fallocate",
     "release", "ioctl"};
 
+/* READ reply buffers above the malloc mmap threshold (128 KiB, set in main) are kept for
+ * reuse: allocating one per request cost an mmap, 256 zero-filled page faults and an
+ * munmap with its TLB shootdown, every 1 MiB readahead READ (bench/fio 128k read).  At
+ * most READ_POOL_MAX are kept: their memory counts against the daemon's fixed overhead. */
+#define READ_POOL_MAX 8
+#define READ_POOL_MIN (128u << 10)
+struct read_pool {
+    pthread_mutex_t lock;
+    void *bufs[READ_POOL_MAX]; /* each MAX_IO bytes */
+    unsigned n;
+};
+
 /* The daemon's context: everything a request handler needs. */
 struct daemon {
     struct f2fuse *fs;
     uint32_t root_ino;
     bool read_only;
+    struct fuse_perf_opts perf;
+    struct read_pool read_pool;
     atomic_uint_fast64_t requests[OP_COUNT];
     atomic_uint_fast64_t errors[OP_COUNT];
     struct id_map ids; /* uid=, gid=, umask= (options.c) */
@@ -99,10 +204,15 @@ static void reply_err(fuse_req_t req, int err)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    conn->max_write = MAX_IO; /* fuse-notes: above 1 MiB kills the session */
+    struct daemon *d = userdata;
+    conn->max_write = d->perf.max_write;
     conn->max_readahead = MAX_IO;
     if (conn->capable & FUSE_CAP_ASYNC_READ)
         conn->want |= FUSE_CAP_ASYNC_READ;
+    if (d->perf.writeback_cache && !d->read_only && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+        conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    else
+        conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -199,7 +309,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     /* Nothing changes the image behind the kernel's back, so its page cache stays valid
      * across opens. */
-    fi->keep_cache = 1;
+    fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)
         f2fuse_release(d->fs, to_f2fs(d, ino)); /* the opener was interrupted */
 }
@@ -212,13 +322,39 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     reply_err(req, err);
 }
 
+static void *read_buf_get(struct daemon *d, size_t size)
+{
+    if (size < READ_POOL_MIN)
+        return blk_alloc_buf(size ? size : 1);
+    void *buf = NULL;
+    pthread_mutex_lock(&d->read_pool.lock);
+    if (d->read_pool.n)
+        buf = d->read_pool.bufs[--d->read_pool.n];
+    pthread_mutex_unlock(&d->read_pool.lock);
+    return buf ? buf : blk_alloc_buf(MAX_IO);
+}
+
+static void read_buf_put(struct daemon *d, void *buf, size_t size)
+{
+    if (buf && size >= READ_POOL_MIN) {
+        pthread_mutex_lock(&d->read_pool.lock);
+        bool kept = d->read_pool.n < READ_POOL_MAX;
+        if (kept)
+            d->read_pool.bufs[d->read_pool.n++] = buf;
+        pthread_mutex_unlock(&d->read_pool.lock);
+        if (kept)
+            return;
+    }
+    free(buf);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
     if (size > MAX_IO)
         size = MAX_IO;
-    void *buf = blk_alloc_buf(size ? size : 1);
+    void *buf = read_buf_get(d, size);
     if (!buf) {
         count(d, OP_READ, -ENOMEM);
         reply_err(req, -ENOMEM);
@@ -230,7 +366,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_err(req, (int)n);
     else
         fuse_reply_buf(req, buf, (size_t)n);
-    free(buf);
+    read_buf_put(d, buf, size);
 }
 
 /* A directory listing is gathered first and answered after: readdirplus asks for each
@@ -436,7 +572,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     e.ino = to_fuse(d, a.ino);
     e.generation = a.generation;
     attr_to_stat(d, &a, &e.attr);
-    fi->keep_cache = 1;
+    fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_create(req, &e, fi) != 0) {
         f2fuse_release(d->fs, a.ino);
         f2fuse_forget(d->fs, a.ino, 1);
@@ -762,6 +898,7 @@ struct cmdline {
     const char *image;
     struct f2fuse_options opts;
     struct id_map ids;
+    struct fuse_perf_opts perf;
     bool bad;
     bool own_fsname; /* the user named the source: f2fuse does not add fsname= */
 };
@@ -778,6 +915,22 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     }
     if (key != FUSE_OPT_KEY_OPT || arg[0] == '-')
         return 1; /* -f, -d, -s, ...: for fuse_parse_cmdline */
+    char name[64]; /* FUSE tuning first: the kernel-side options of this daemon */
+    const char *eq = strchr(arg, '=');
+    size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (nlen < sizeof(name)) {
+        memcpy(name, arg, nlen);
+        name[nlen] = '\0';
+        int err = perf_opt_set(&c->perf, name, eq ? eq + 1 : NULL);
+        if (err == 0)
+            return 0;
+        if (err == -EINVAL) {
+            fprintf(stderr, "f2fuse: error: bad value in option '%s' (writeback_cache=on|off, "
+                            "keep_cache=on|off, max_write=BYTES, read_ahead_kb=N)\n", arg);
+            c->bad = true;
+            return -1;
+        }
+    }
     switch (mount_option(&c->opts, &c->ids, arg)) { /* options.c */
     case MOPT_TAKEN:
     case MOPT_DROP:
@@ -856,6 +1009,7 @@ int mount_main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cmdline c = {0};
     f2fuse_options_init(&c.opts);
+    perf_opts_init(&c.perf);
     c.opts.track_lookups = true; /* the kernel's nodeids stay valid until it forgets them */
     if (fuse_opt_parse(&args, &c, NULL, opt_proc) != 0 || c.bad) {
         fuse_opt_free_args(&args);
@@ -874,7 +1028,8 @@ int mount_main(int argc, char **argv)
     }
 
     int ret = 1, ready_fd = -1;
-    struct daemon d = {.read_only = c.opts.read_only, .ids = c.ids};
+    struct daemon d = {.read_only = c.opts.read_only, .ids = c.ids, .perf = c.perf,
+                       .read_pool = {.lock = PTHREAD_MUTEX_INITIALIZER}};
     struct fuse_session *se = NULL;
     struct ctl_server *ctl = NULL;
     bool mounted = false;
@@ -911,6 +1066,7 @@ int mount_main(int argc, char **argv)
     if (fuse_session_mount(se, real_mnt) != 0)
         goto out;
     mounted = true;
+    set_read_ahead(real_mnt, d.perf.read_ahead_kb);
     err = ctl_start(real_mnt, ctl_handle, &d, &ctl);
     if (err)
         log_warn("no control socket (f2fuse stat will not work): %s", strerror(-err));
@@ -938,6 +1094,8 @@ out:
         fuse_session_destroy(se);
     }
     f2fuse_close(d.fs);
+    while (d.read_pool.n)
+        free(d.read_pool.bufs[--d.read_pool.n]);
     free(fo.mountpoint);
     fuse_opt_free_args(&args);
     return ret;

@@ -146,7 +146,10 @@ void mount_options_help(FILE *out)
 {
     fprintf(out, "valid -o options (all described in f2fuse(8)):\n  f2fuse: %s\n",
             f2fuse_option_names());
-    fprintf(out, "  ownership shown: uid=ID, gid=ID, umask=OCTAL\n  FUSE and kernel: ");
+    fprintf(out, "  ownership shown: uid=ID, gid=ID, umask=OCTAL\n");
+    fprintf(out, "  FUSE tuning: writeback_cache=on|off, nowriteback_cache, keep_cache=on|off, "
+                 "max_write=BYTES, read_ahead_kb=KB\n");
+    fprintf(out, "  FUSE and kernel: ");
     print_table(out, fuse_options);
     fprintf(out, "\n  ignored (mount and fstab): ");
     print_table(out, dropped_options);

@@ -1,0 +1,497 @@
+"""bench/fio: end-to-end performance of f2fuse against fuse2fs, kernel ext4 and the FUSE ceiling.
+
+Run by bench/fio/run.sh (see there for the knobs).  Every configuration is mounted once at
+the start and stays mounted; the workloads then run interleaved (for each repetition, for
+each workload, every configuration in turn), with `sync` and the host's caches dropped
+before each run.  The table shows medians.  Runs with Debian's /usr/bin/python3
+(matplotlib for the chart)."""
+
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+QUICK = os.environ.get("QUICK", "0") == "1"
+
+
+def env_int(name, default):
+    return int(os.environ.get(name, default))
+
+
+SECONDS = env_int("FIO_BENCH_SECONDS", 2 if QUICK else 3)
+REPS = env_int("FIO_BENCH_REPS", 1 if QUICK else 3)
+JOB_MIB = env_int("FIO_BENCH_JOB_MIB", 8 if QUICK else 32)  # per fio job (16 jobs)
+IMAGE_MIB = env_int("FIO_BENCH_IMAGE_MIB", 4096)
+META_FILES = env_int("FIO_BENCH_META_FILES", 5000 if QUICK else 100000)
+FSYNC_FILES = env_int("FIO_BENCH_FSYNC_FILES", 400 if QUICK else 2000)
+TAR_SRC = os.environ.get("FIO_BENCH_TAR_SRC",
+                         "/usr/include/linux" if QUICK else
+                         "/usr/include/linux /usr/include/c++ /usr/include/llvm-14").split()
+F2FUSE_OPTS = os.environ.get("FIO_BENCH_F2FUSE_OPTS", "")
+MEMFS_OPTS = os.environ.get("FIO_BENCH_MEMFS_OPTS", "")
+WBC_META = os.environ.get("FIO_BENCH_WBC_META", "0") == "1"
+ONLY = [c for c in os.environ.get("FIO_BENCH_CONFIGS", "").split(",") if c]
+ROWS_ONLY = [c for c in os.environ.get("FIO_BENCH_ROWS", "").split(",") if c]
+OUT_MD = os.path.join(ROOT, "bench/results/fio.md")
+OUT_PNG = os.path.join(ROOT, "bench/results/fio.png")
+OUT_JSON = os.path.join(ROOT, "bench/results/fio.json")
+
+F2FUSE = os.path.join(ROOT, "build/f2fuse")
+MEMFS = os.path.join(ROOT, "build/bench/fio/memfs")
+META = os.path.join(ROOT, "build/bench/fio/meta_load")
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def sh(cmd, check=True, **kw):
+    return subprocess.run(cmd, shell=isinstance(cmd, str), check=check, text=True,
+                          stdout=subprocess.PIPE, **kw).stdout
+
+
+def meminfo_cached_kib():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Cached:"):
+                return int(line.split()[1])
+    return 0
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def proc_cpu_s(pid):
+    """utime + stime of a whole process (all threads), seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def proc_hwm_mib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def reset_hwm(pid):
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5\n")
+    except OSError:
+        pass
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def fincore_bytes(path):
+    if not path:
+        return 0
+    out = sh(["fincore", "--bytes", "--noheadings", "--output", "RES", path], check=False)
+    try:
+        return int(out.split()[0])
+    except (IndexError, ValueError):
+        return 0
+
+
+def wait_mounted(mnt, proc=None, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        if subprocess.run(["mountpoint", "-q", mnt]).returncode == 0:
+            return
+        if proc and proc.poll() is not None:
+            raise RuntimeError(f"daemon for {mnt} exited with {proc.returncode}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{mnt} did not get mounted")
+
+
+class Config:
+    """One mounted file system under test."""
+
+    def __init__(self, name, label, kind, opts=""):
+        self.name, self.label, self.kind, self.opts = name, label, kind, opts
+        self.proc = None
+        self.loop = None
+        self.image = None
+        self.mnt = None
+
+    def start(self, workdir):
+        self.mnt = os.path.join(workdir, "mnt-" + self.name)
+        os.makedirs(self.mnt)
+        log_path = os.path.join(workdir, self.name + ".log")
+        logf = open(log_path, "w")
+        if self.kind != "memfs":
+            self.image = os.path.join(workdir, self.name + ".img")
+            with open(self.image, "wb") as f:
+                f.truncate(IMAGE_MIB << 20)
+        if self.kind == "memfs":
+            args = [MEMFS, "-f"] + (["-o", self.opts] if self.opts else []) + [self.mnt]
+            self.proc = subprocess.Popen(args, stdout=logf, stderr=logf)
+        elif self.kind == "f2fuse":
+            sh(["mkfs.f2fs", "-q", "-f", self.image])
+            opts = "rw" + ("," + self.opts if self.opts else "")
+            self.proc = subprocess.Popen([F2FUSE, "-f", "-o", opts, self.image, self.mnt],
+                                         stdout=logf, stderr=logf)
+        elif self.kind == "fuse2fs":
+            sh(["mkfs.ext4", "-q", "-F", self.image])
+            self.proc = subprocess.Popen(["fuse2fs", "-f", self.image, self.mnt, "-o", "rw"],
+                                         stdout=logf, stderr=logf)
+        elif self.kind == "ext4loop":
+            sh(["mkfs.ext4", "-q", "-F", self.image])
+            self.loop = sh(["losetup", "-f", "--show", "--direct-io=" + self.opts,
+                            self.image]).strip()
+            sh(["mount", "-t", "ext4", self.loop, self.mnt])
+        wait_mounted(self.mnt, self.proc)
+        if self.proc:  # 1 MiB reads need read_ahead_kb on the mount's bdi (fuse-notes)
+            dev = os.stat(self.mnt).st_dev
+            bdi = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+            try:
+                with open(bdi, "w") as f:
+                    f.write("1024\n")
+            except OSError:
+                pass
+
+    def daemon_pid(self):
+        return self.proc.pid if self.proc else None
+
+    def stop(self):
+        if not self.mnt:
+            return
+        if self.proc:
+            subprocess.run(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                subprocess.run(["fusermount3", "-uz", self.mnt], stderr=subprocess.DEVNULL)
+        else:
+            subprocess.run(["umount", self.mnt], stderr=subprocess.DEVNULL)
+            if self.loop:
+                subprocess.run(["losetup", "-d", self.loop], stderr=subprocess.DEVNULL)
+
+
+def all_configs():
+    return [
+        Config("memfs", "memfs (FUSE ceiling)", "memfs", MEMFS_OPTS),
+        Config("f2fuse-uring", "f2fuse uring (O_DIRECT)", "f2fuse",
+               ",".join(o for o in ["backend=uring", F2FUSE_OPTS] if o)),
+        Config("memfs-wbc", "memfs + writeback_cache (ceiling)", "memfs",
+               ",".join(o for o in ["writeback_cache", MEMFS_OPTS] if o)),
+        Config("f2fuse-uring-wbc", "f2fuse uring + writeback_cache", "f2fuse",
+               ",".join(o for o in ["backend=uring,writeback_cache=on", F2FUSE_OPTS] if o)),
+        Config("f2fuse-psync", "f2fuse psync (buffered)", "f2fuse",
+               ",".join(o for o in ["backend=psync", F2FUSE_OPTS] if o)),
+        Config("fuse2fs", "fuse2fs (FUSE ext4)", "fuse2fs"),
+        Config("ext4-loop", "ext4 on loop, dio off", "ext4loop", "off"),
+        Config("ext4-loop-dio", "ext4 on loop, dio on", "ext4loop", "on"),
+    ]
+
+
+# name, label, rw, bs, engine, jobs, iodepth
+FIO_ROWS = [
+    ("randread", "4k randread", "randread", "4k", "psync", 16, 1),
+    ("read", "4k read", "read", "4k", "psync", 16, 1),
+    ("read128k", "128k read", "read", "128k", "psync", 16, 1),
+    ("uring-randread", "4k randread io_uring QD32 x4", "randread", "4k", "io_uring", 4, 32),
+    ("randwrite", "4k randwrite", "randwrite", "4k", "psync", 16, 1),
+    ("uring-randwrite", "4k randwrite io_uring QD32 x4", "randwrite", "4k", "io_uring", 4, 32),
+    ("write", "4k write", "write", "4k", "psync", 16, 1),
+    ("write128k", "128k write", "write", "128k", "psync", 16, 1),
+]
+META_ROWS = ["create", "stat", "unlink", "untar", "fsync"]
+META_LABELS = {"create": f"create {META_FILES} files (4 thr, 16 dirs)",
+               "stat": f"stat {META_FILES} files", "unlink": f"unlink {META_FILES} files",
+               "untar": "untar source tree", "fsync": f"{FSYNC_FILES} x (create, 4k, fsync) 4 thr"}
+
+
+def fio_args(cfg, rw, bs, engine, jobs, depth, seconds):
+    return ["fio", "--name=f", "--directory=" + cfg.mnt, "--numjobs=%d" % jobs,
+            "--size=%dM" % JOB_MIB, "--rw=" + rw, "--bs=" + bs, "--ioengine=" + engine,
+            "--iodepth=%d" % depth, "--time_based", "--runtime=%d" % seconds,
+            "--group_reporting", "--output-format=json"]
+
+
+def layout(cfg):
+    """Writes the fio files once (16 jobs x JOB_MIB), so that reads read data."""
+    args = ["fio", "--name=f", "--directory=" + cfg.mnt, "--numjobs=16", "--size=%dM" % JOB_MIB,
+            "--rw=write", "--bs=1M", "--ioengine=psync", "--end_fsync=1",
+            "--output-format=json"]
+    sh(args)
+
+
+class Measure:
+    """Context for one run: CPU of fio and the daemon, page-cache growth, image pages, RSS."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def __enter__(self):
+        drop_caches()
+        pid = self.cfg.daemon_pid()
+        if pid:
+            reset_hwm(pid)
+        self.cached0 = meminfo_cached_kib()
+        self.cpu0 = children_cpu_s() + (proc_cpu_s(pid) if pid else 0)
+        self.t0 = time.monotonic()
+        return self
+
+    def finish(self):
+        pid = self.cfg.daemon_pid()
+        self.elapsed = time.monotonic() - self.t0
+        self.cpu = children_cpu_s() + (proc_cpu_s(pid) if pid else 0) - self.cpu0
+        self.cached_mib = (meminfo_cached_kib() - self.cached0) / 1024
+        self.image_mib = fincore_bytes(self.cfg.image) / (1 << 20)
+        self.rss_mib = proc_hwm_mib(pid) if pid else 0.0
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run_fio_row(cfg, row):
+    name, label, rw, bs, engine, jobs, depth = row
+    with Measure(cfg) as m:
+        out = sh(fio_args(cfg, rw, bs, engine, jobs, depth, SECONDS))
+        m.finish()
+    j = json.loads(out[out.index("{"):])["jobs"][0]
+    io = j["read"] if "read" in rw else j["write"]
+    ops = io["total_ios"]
+    value = io["iops"] if bs == "4k" else io["bw_bytes"] / 1e6
+    return {"value": value, "unit": "IOPS" if bs == "4k" else "MB/s", "cpu": m.cpu,
+            "cpu_us_per_op": 1e6 * m.cpu / ops if ops else 0, "cached": m.cached_mib,
+            "image": m.image_mib, "rss": m.rss_mib}
+
+
+def run_meta_row(cfg, row, rep, workdir):
+    base = os.path.join(cfg.mnt, f"meta{rep}")
+    if row == "create":
+        os.makedirs(base, exist_ok=True)
+    if row == "untar":
+        base = os.path.join(cfg.mnt, f"untar{rep}")
+        os.makedirs(base, exist_ok=True)
+        cmd = ["sh", "-c", f"tar -xf {workdir}/src.tar -C {base} && sync -f {base}"]
+        ops = TAR_FILES
+    elif row == "fsync":
+        base = os.path.join(cfg.mnt, f"fsync{rep}")
+        os.makedirs(base, exist_ok=True)
+        cmd = [META, "fsync", base, str(FSYNC_FILES), "4"]
+        ops = FSYNC_FILES
+    else:
+        cmd = [META, row, base, str(META_FILES), "4", "16"]
+        ops = META_FILES
+    with Measure(cfg) as m:
+        t0 = time.monotonic()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        secs = time.monotonic() - t0
+        m.finish()
+    return {"value": ops / secs, "unit": "files/s", "cpu": m.cpu, "cpu_us_per_op": 1e6 * m.cpu / ops,
+            "cached": m.cached_mib, "image": m.image_mib, "rss": m.rss_mib, "seconds": secs}
+
+
+TAR_FILES = 0
+
+
+def make_tarball(workdir):
+    global TAR_FILES
+    tar = os.path.join(workdir, "src.tar")
+    args = ["tar", "-cf", tar, "--sort=name"]
+    for src in TAR_SRC:
+        args += ["-C", os.path.dirname(src), os.path.basename(src)]
+    sh(args)
+    TAR_FILES = int(sh(f"tar -tf {tar} | wc -l").strip())
+
+
+def fmt(v, d=0):
+    return f"{v:,.{d}f}"
+
+
+def write_table(configs, rows, results, header):
+    names = [c.name for c in configs]
+    lines = header + ["",
+                      "| workload | configuration | result | % of ceiling | x fuse2fs | CPU s | "
+                      "CPU us/op | Cached growth MiB | image in page cache MiB | daemon peak RSS MiB |",
+                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, label in rows:
+        for cfg in configs:
+            rs = results.get((key, cfg.name))
+            if not rs:
+                continue
+            med = {k: statistics.median(r[k] for r in rs) for k in
+                   ("value", "cpu", "cpu_us_per_op", "cached", "image", "rss")}
+            unit = rs[0]["unit"]
+
+            def ratio(other, times=False):
+                o = results.get((key, other))
+                if not o or other == cfg.name:
+                    return "-"
+                ov = statistics.median(r["value"] for r in o)
+                if ov <= 0:
+                    return "-"
+                return f"{med['value'] / ov:.2f}x" if times else f"{100 * med['value'] / ov:.0f}%"
+
+            rss = fmt(med["rss"]) if cfg.kind != "ext4loop" else "-"
+            img = fmt(med["image"]) if cfg.image else "-"
+            lines.append(f"| {label} | {cfg.label} | {fmt(med['value'])} {unit} | "
+                         f"{ratio('memfs-wbc' if cfg.name.endswith('-wbc') else 'memfs')} | {ratio('fuse2fs', True)} | {med['cpu']:.1f} | "
+                         f"{med['cpu_us_per_op']:.0f} | {fmt(med['cached'])} | {img} | {rss} |")
+    os.makedirs(os.path.dirname(OUT_MD), exist_ok=True)
+    with open(OUT_MD, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    _ = names
+
+
+def write_chart(configs, rows, results):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("no matplotlib (run with /usr/bin/python3): no chart")
+        return
+    present = [(k, l) for k, l in rows if any((k, c.name) in results for c in configs)]
+    ncol = 4
+    nrow = (len(present) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.2 * nrow), squeeze=False)
+    colors = {"memfs": "#999999", "memfs-wbc": "#cccccc", "f2fuse-uring": "#1f77b4",
+              "f2fuse-uring-wbc": "#6baed6", "f2fuse-psync": "#9467bd", "fuse2fs": "#d62728",
+              "ext4-loop": "#2ca02c", "ext4-loop-dio": "#98df8a"}
+    for i, (key, label) in enumerate(present):
+        ax = axes[i // ncol][i % ncol]
+        vals, names, cols = [], [], []
+        unit = ""
+        for j, c in enumerate(configs):
+            rs = results.get((key, c.name))
+            if rs:
+                vals.append(statistics.median(r["value"] for r in rs))
+                names.append(c.name)
+                cols.append(colors.get(c.name, "#000000"))
+                unit = rs[0]["unit"]
+        ax.bar(range(len(vals)), vals, color=cols)
+        ax.set_xticks(range(len(vals)))
+        ax.set_xticklabels(names, rotation=35, ha="right", fontsize=7)
+        ax.set_title(label, fontsize=9)
+        ax.set_ylabel(unit, fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+    for i in range(len(present), nrow * ncol):
+        axes[i // ncol][i % ncol].axis("off")
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Patch(color=colors.get(c.name, "#000000"), label=c.label) for c in configs],
+               loc="lower right", fontsize=9, ncol=2)
+    fig.tight_layout()
+    fig.savefig(OUT_PNG, dpi=110)
+    log("chart:", OUT_PNG)
+
+
+def replot():
+    """--replot: the chart again from bench/results/fio.json."""
+    with open(OUT_JSON) as f:
+        raw = json.load(f)
+    results = {tuple(k.split("|", 1)): v for k, v in raw.items()}
+    configs = [c for c in all_configs() if any(k[1] == c.name for k in results)]
+    rows = [(r[0], r[1]) for r in FIO_ROWS] + [(r, META_LABELS[r]) for r in META_ROWS]
+    write_chart(configs, rows, results)
+
+
+def main():
+    if "--replot" in sys.argv:
+        replot()
+        return
+    for tool in ("fio", "fincore", "fuse2fs", "mkfs.f2fs", "mkfs.ext4", "losetup", "fusermount3"):
+        if not shutil.which(tool):
+            sys.exit(f"fio bench: {tool} is missing")
+    if os.geteuid() != 0:
+        sys.exit("fio bench: needs root (drop_caches, losetup, mount)")
+    configs = [c for c in all_configs() if not ONLY or c.name in ONLY]
+    fio_rows = [r for r in FIO_ROWS if not ROWS_ONLY or r[0] in ROWS_ONLY]
+    meta_rows = [r for r in META_ROWS if not ROWS_ONLY or r in ROWS_ONLY]
+    base = os.environ.get("FIO_BENCH_DIR", os.path.join(ROOT, "build"))
+    os.makedirs(base, exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="bench-fio.", dir=base)
+    started = time.time()
+    load0 = os.getloadavg()
+    results = {}
+    stop = {"flag": False}
+
+    def on_signal(sig, frame):
+        stop["flag"] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        if "untar" in meta_rows:
+            make_tarball(workdir)
+        for c in configs:
+            log(f"mounting {c.name}")
+            c.start(workdir)
+        for c in configs:
+            if fio_rows:
+                log(f"laying out fio files on {c.name}")
+                layout(c)
+        for rep in range(REPS):
+            for row in fio_rows:
+                for c in configs:
+                    r = run_fio_row(c, row)
+                    results.setdefault((row[0], c.name), []).append(r)
+                    log(f"rep {rep + 1} {row[0]:16} {c.name:14} {r['value']:10.0f} {r['unit']} "
+                        f"cpu {r['cpu']:.1f}s cached {r['cached']:.0f}M img {r['image']:.0f}M "
+                        f"rss {r['rss']:.0f}M")
+            for row in meta_rows:
+                for c in configs:
+                    if c.name.endswith("-wbc") and not WBC_META:
+                        continue
+                    r = run_meta_row(c, row, rep, workdir)
+                    results.setdefault((row, c.name), []).append(r)
+                    log(f"rep {rep + 1} {row:16} {c.name:14} {r['value']:10.0f} {r['unit']} "
+                        f"({r['seconds']:.1f}s) cpu {r['cpu']:.1f}s rss {r['rss']:.0f}M")
+    finally:
+        for c in configs:
+            c.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    load1 = os.getloadavg()
+    header = [
+        "# bench/fio: f2fuse end to end (seed 002's table)",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, "
+        f"{os.cpu_count()} CPUs, load average {load0[0]:.1f} at start, {load1[0]:.1f} at end "
+        f"(shared machine), {REPS} repetition(s), medians. fio: psync 16 jobs x "
+        f"{JOB_MIB} MiB (io_uring rows: 4 jobs QD32), buffered, {SECONDS} s per run; "
+        f"image {IMAGE_MIB} MiB; caches dropped before every run. "
+        f"Runtime {time.time() - started:.0f} s.",
+        f"f2fuse options: `{F2FUSE_OPTS or 'defaults'}`; memfs options: `{MEMFS_OPTS or 'defaults'}`.",
+        "CPU s = fio's own CPU + the daemon's (user+system, all threads); the loop device's "
+        "kernel workers are not counted. Cached growth = /proc/meminfo Cached after the run "
+        "minus after the drop (host-wide, so other tenants add noise). Image pages: fincore of "
+        "the image file. Peak RSS: VmHWM, reset before each run.",
+    ]
+    rows = [(r[0], r[1]) for r in fio_rows] + [(r, META_LABELS[r]) for r in meta_rows]
+    write_table(configs, rows, results, header)
+    with open(OUT_JSON, "w") as f:
+        json.dump({f"{k[0]}|{k[1]}": v for k, v in results.items()}, f, indent=1)
+    write_chart(configs, rows, results)
+
+
+if __name__ == "__main__":
+    main()
