@@ -45,7 +45,27 @@ struct f2fuse_options {
     unsigned discard_mode; /* F2FUSE_DISCARD_* (default parallel; the others are baselines) */
     uint64_t discard_max;  /* largest single discard request in bytes (default 64 MiB) */
     unsigned discard_qd;   /* discard requests in flight in parallel mode (default 32) */
+    /* Tests only: fault injection (option "fault=KIND:N[:WHAT][:sticky]", repeatable up to
+     * F2FUSE_MAX_FAULTS).  The Nth request of KIND (read, write, flush, discard; alloc =
+     * page-cache allocations) after open fails with WHAT: an errno name (EIO by default,
+     * ENOSPC, ENOMEM, ...) or "short" (half the length transferred); sticky: every later
+     * one fails too.  See docs/ARCHITECTURE.md, "Faults and hostile images". */
+    struct f2fuse_fault {
+        unsigned kind; /* F2FUSE_FAULT_* */
+        uint64_t nth;
+        int err;       /* positive errno; 0 with short_io */
+        bool short_io;
+        bool sticky;
+    } faults[4];
+    unsigned nfaults;
 };
+
+#define F2FUSE_MAX_FAULTS 4
+#define F2FUSE_FAULT_READ 0u
+#define F2FUSE_FAULT_WRITE 1u
+#define F2FUSE_FAULT_FLUSH 2u
+#define F2FUSE_FAULT_DISCARD 3u
+#define F2FUSE_FAULT_ALLOC 4u
 
 #define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */
 #define F2FUSE_DISCARD_SERIAL 1u   /* merged ranges, one at a time */

@@ -79,6 +79,10 @@ void pcache_discard(struct pcache *cache, enum page_space space, uint64_t key);
 /* Drops every unreferenced page (tests; memory pressure). */
 void pcache_shrink(struct pcache *cache);
 
+/* Allocation-failure injection for tests: the nth page allocation from now on (1 = the
+ * next) fails with -ENOMEM; with sticky, every later one too.  nth = 0 clears it. */
+void pcache_inject_enomem(struct pcache *cache, uint64_t nth, bool sticky);
+
 /* Counters "cache.*": hits, misses, evictions, pages, dirty pages, bytes, budget. */
 void pcache_emit_stats(struct pcache *cache, stat_emit_fn emit, void *sink);
 

@@ -36,11 +36,12 @@ static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio)
     uint32_t *orphans = inode_orphans(fs, &n);
     pthread_rwlock_wrlock(&fs->cp_lock);
     fs->io_prio = prio;
-    int err = fs->write_error;
+    int err = __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE);
     if (!err)
         err = checkpoint_write(fs, false, orphans, orphans ? n : 0);
-    if (err && !fs->write_error) {
-        fs->write_error = err;
+    int none = 0;
+    if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE)) {
         log_err("checkpoint failed: %s; the mount turns read-only and the image keeps its "
                 "last checkpoint", strerror(-err));
     }

@@ -437,8 +437,13 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
         bool keep_old = n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size;
         struct page *page;
         int err = data_get_page(fs, ii, ipage, index, keep_old, &page);
-        if (err)
-            return done ? (ssize_t)done : err;
+        if (err && !done)
+            return err;
+        if (err) { /* a short write: what was copied counts, the size included */
+            size = done;
+            end = off + done;
+            break;
+        }
         memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
         pcache_mark_dirty(fs->cache, page);
         pcache_put(fs->cache, page);

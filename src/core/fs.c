@@ -43,7 +43,8 @@ const char *f2fuse_option_names(void)
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, "
            "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
            "discard_max=BYTES[K|M|G], discard_qd=N, "
-           "(tests) powercut=N, powercut_torn, powercut_seed=N";
+           "(tests) powercut=N, powercut_torn, powercut_seed=N, "
+           "fault=read|write|flush|discard|alloc:N[:ERRNO|short][:sticky]";
 }
 
 int fs_parse_size(const char *v, uint64_t *out)
@@ -69,6 +70,9 @@ int fs_parse_size(const char *v, uint64_t *out)
 int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *value)
 {
     int derr = discard_option_set(o, name, value); /* discard.c */
+    if (derr != -ENOENT)
+        return derr;
+    derr = fault_option_set(o, name, value); /* fault.c */
     if (derr != -ENOENT)
         return derr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
@@ -285,6 +289,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     }
     err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
+        fault_arm(fs); /* fault.c: tests only */
+    if (!err)
         err = super_load(fs);
     if (!err)
         err = checkpoint_load(fs);
@@ -399,7 +405,7 @@ int fs_writable(struct f2fuse *fs)
 {
     if (!fs->seg)
         return -EROFS;
-    return fs->write_error ? -EIO : 0;
+    return __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE) ? -EIO : 0;
 }
 
 /* Blocks that writing back what is dirty now could take, with room for the nodes that
@@ -681,12 +687,13 @@ int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const voi
                     size_t size, int flags)
 {
     static const char empty;
-    return xattr_change(fs, ino, name, value ? value : &empty, size, flags);
+    return fs_op_result(fs, "setxattr",
+                        xattr_change(fs, ino, name, value ? value : &empty, size, flags));
 }
 
 int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name)
 {
-    return xattr_change(fs, ino, name, NULL, 0, 0);
+    return fs_op_result(fs, "removexattr", xattr_change(fs, ino, name, NULL, 0, 0));
 }
 
 int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)

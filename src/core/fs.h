@@ -266,6 +266,14 @@ void fs_after_change(struct f2fuse *fs);           /* checkpoints when memory or
 void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n);
 void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n);
 
+/* fault.c: the fault=... test option, armed at open; and the policy for an operation that
+ * fails part-way with EIO, ENOMEM or EUCLEAN on a writable mount: it may have changed pages
+ * in memory, so the mount stops checkpointing (write_error) and turns read-only.  Returns
+ * err. */
+int fault_option_set(struct f2fuse_options *o, const char *name, const char *value);
+void fault_arm(struct f2fuse *fs);
+int fs_op_result(struct f2fuse *fs, const char *op, int err);
+
 /* xattr.c */
 ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                   const char *name, void *value, size_t size);
