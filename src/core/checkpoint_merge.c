@@ -36,7 +36,8 @@ static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio)
     uint32_t *orphans = inode_orphans(fs, &n);
     pthread_rwlock_wrlock(&fs->cp_lock);
     fs->io_prio = prio;
-    int err = __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE);
+    /* after a failure, every later request hears EIO (the kernel's cp_error) */
+    int err = __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE) ? -EIO : 0;
     if (!err)
         err = checkpoint_write(fs, false, orphans, orphans ? n : 0);
     int none = 0;
