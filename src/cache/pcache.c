@@ -49,6 +49,16 @@ void pcache_inject_enomem(struct pcache *c, uint64_t nth, bool sticky)
     pthread_mutex_unlock(&c->lock);
 }
 
+static bool enomem_injected(struct pcache *c);
+
+bool pcache_alloc_fails(struct pcache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool fail = enomem_injected(c);
+    pthread_mutex_unlock(&c->lock);
+    return fail;
+}
+
 /* True when an injected allocation failure applies to this allocation (lock held). */
 static bool enomem_injected(struct pcache *c)
 {

@@ -34,6 +34,10 @@ static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio)
 {
     uint32_t n;
     uint32_t *orphans = inode_orphans(fs, &n);
+    if (!orphans) { /* a checkpoint must not lose the orphan list: try again later */
+        log_warn("checkpoint postponed: no memory for the orphan list");
+        return -ENOMEM;
+    }
     pthread_rwlock_wrlock(&fs->cp_lock);
     fs->io_prio = prio;
     /* after a failure, every later request hears EIO (the kernel's cp_error) */

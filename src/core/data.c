@@ -625,9 +625,9 @@ static bool page_of_inode(const struct page *page, void *arg)
 int data_writeback(struct f2fuse *fs, uint32_t only_ino)
 {
     enum { BATCH = 1024 };
-    struct page **pages = malloc(BATCH * sizeof(*pages));
-    struct blk_req *reqs = malloc(BATCH * sizeof(*reqs));
-    struct blk_req **rp = malloc(BATCH * sizeof(*rp));
+    struct page **pages = fs_malloc(fs, BATCH * sizeof(*pages));
+    struct blk_req *reqs = fs_malloc(fs, BATCH * sizeof(*reqs));
+    struct blk_req **rp = fs_malloc(fs, BATCH * sizeof(*rp));
     int err = pages && reqs && rp ? 0 : -ENOMEM;
     while (!err) {
         size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA,

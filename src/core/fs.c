@@ -325,14 +325,18 @@ void f2fuse_close(struct f2fuse *fs)
         uint32_t *orphans = inode_orphans(fs, &n);
         for (uint32_t i = 0; orphans && i < n; i++)
             inode_free(fs, orphans[i]);
+        bool listed = orphans != NULL;
         free(orphans);
-        inode_refs_destroy(fs);
-        /* The last checkpoint, marked as a clean unmount. */
-        orphans = inode_orphans(fs, &n);
-        pthread_rwlock_wrlock(&fs->cp_lock);
-        int err = checkpoint_write(fs, true, orphans, orphans ? n : 0);
-        pthread_rwlock_unlock(&fs->cp_lock);
-        free(orphans);
+        int err = -ENOMEM; /* without the orphan list a checkpoint would leak its inodes */
+        if (listed) {
+            inode_refs_destroy(fs);
+            /* The last checkpoint, marked as a clean unmount. */
+            orphans = inode_orphans(fs, &n);
+            pthread_rwlock_wrlock(&fs->cp_lock);
+            err = orphans ? checkpoint_write(fs, true, orphans, n) : -ENOMEM;
+            pthread_rwlock_unlock(&fs->cp_lock);
+            free(orphans);
+        }
         if (err)
             log_err("final checkpoint failed: %s; the image keeps its previous checkpoint",
                     strerror(-err));

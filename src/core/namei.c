@@ -151,7 +151,7 @@ uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
 {
     pthread_mutex_lock(&fs->ref_lock);
     size_t cap = 64, n = 0;
-    uint32_t *list = malloc(cap * sizeof(*list));
+    uint32_t *list = fs_malloc(fs, cap * sizeof(*list));
     for (uint32_t b = 0; list && fs->refs && b < REF_BUCKETS; b++) {
         for (struct inode_ref *r = fs->refs[b]; r && list; r = r->next) {
             if (!r->unlinked)
