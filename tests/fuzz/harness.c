@@ -166,8 +166,12 @@ static void read_file(struct f2fuse *fs, const struct f2fuse_attr *a, uint8_t *b
     for (uint64_t off = 0; off < a->size && off < WALK_READ_BYTES; off += 65536)
         if (f2fuse_read(fs, a->ino, buf, 65536, off) < 0)
             return;
-    if (a->size > WALK_READ_BYTES) /* the tail of a big (or hostile) file */
-        f2fuse_read(fs, a->ino, buf, 8192, a->size - 4096);
+    if (a->size <= WALK_READ_BYTES)
+        return;
+    /* a big (or hostile) file: 16 samples over its size reach every node, and the tail */
+    for (uint64_t k = 1; k < 16; k++)
+        f2fuse_read(fs, a->ino, buf, 4096, a->size / 16 * k);
+    f2fuse_read(fs, a->ino, buf, 8192, a->size - 4096);
 }
 
 static void read_xattrs(struct f2fuse *fs, uint32_t ino, uint8_t *buf)
@@ -184,7 +188,16 @@ static void read_xattrs(struct f2fuse *fs, uint32_t ino, uint8_t *buf)
     }
 }
 
-static void walk(struct f2fuse *fs)
+/* What the walk met, for the changes a read-write harness makes afterwards. */
+#define WALK_KEEP 48
+struct walked {
+    uint32_t dir, ino, mode;
+    uint64_t size;
+    char name[256];
+    size_t len;
+};
+
+static void walk(struct f2fuse *fs, struct walked *kept, unsigned *nkept)
 {
     static __thread struct seen seen;
     uint8_t *buf = malloc(65536);
@@ -220,6 +233,12 @@ static void walk(struct f2fuse *fs)
             if (!seen_add(&seen, a.ino))
                 continue;
             f2fuse_getattr(fs, a.ino, &a);
+            if (*nkept < WALK_KEEP) {
+                struct walked *w = &kept[(*nkept)++];
+                *w = (struct walked){.dir = dir, .ino = a.ino, .mode = a.mode, .size = a.size,
+                                     .len = len};
+                memcpy(w->name, name, len);
+            }
             read_xattrs(fs, a.ino, buf);
             if (S_ISDIR(a.mode) && tail < WALK_MAX_INODES)
                 queue[tail++] = a.ino;
@@ -236,42 +255,48 @@ static void walk(struct f2fuse *fs)
     free(buf);
 }
 
-/* Changes of every kind on a hostile image: its damaged nodes get truncated, rewritten and
- * freed, and the checkpoint at close writes its SIT, NAT and summaries back. */
-static void mutate(struct f2fuse *fs)
+/* Changes of every kind on what the walk met in a hostile image: its damaged inodes, nodes,
+ * directory blocks and xattrs get written, truncated, extended, renamed, linked and freed, and
+ * the checkpoints write its SIT, NAT and summaries back. */
+static void mutate(struct f2fuse *fs, const struct walked *kept, unsigned n)
 {
-    uint32_t root = f2fuse_root_ino(fs);
-    struct name_list names = {.v = malloc(sizeof(*names.v) * WALK_MAX_DIR_ENTRIES),
-                             .cap = WALK_MAX_DIR_ENTRIES};
-    if (!names.v)
-        die("malloc");
-    f2fuse_readdir(fs, root, 0, collect, &names);
     static const char data[6000] = "fuzz";
-    unsigned changed = 0;
-    for (size_t i = 0; i < names.n && changed < 4; i++) {
-        struct f2fuse_attr a;
-        if (names.v[i].name[0] == '.' ||
-            f2fuse_lookup(fs, root, names.v[i].name, names.v[i].len, &a))
-            continue;
-        if (S_ISREG(a.mode)) {
-            f2fuse_write(fs, a.ino, data, sizeof(data), 4000);
-            struct f2fuse_setattr sa = {.valid = F2FUSE_SET_SIZE, .size = a.size / 2};
-            f2fuse_setattr(fs, a.ino, &sa, &a);
-            f2fuse_fsync(fs, a.ino, false);
-            if (changed++ == 1)
-                f2fuse_unlink(fs, root, names.v[i].name, names.v[i].len);
-        } else if (S_ISDIR(a.mode)) {
-            f2fuse_mknod(fs, a.ino, "fz", 2, 0100644, 0, 0, 0, &a);
-            changed++;
-        }
-    }
+    uint32_t root = f2fuse_root_ino(fs);
     struct f2fuse_attr a;
+    for (unsigned i = 0; i < n; i++) {
+        const struct walked *w = &kept[i];
+        char name[16];
+        int nlen = snprintf(name, sizeof(name), "fz%u", i);
+        if (S_ISREG(w->mode)) {
+            f2fuse_write(fs, w->ino, data, sizeof(data), i % 3 == 0 ? 4000 : w->size);
+            f2fuse_setxattr(fs, w->ino, "user.fz", data, 40 + 100 * (i % 4), 0);
+            f2fuse_removexattr(fs, w->ino, "user.small");
+            struct f2fuse_setattr sa = {.valid = F2FUSE_SET_SIZE, .size = w->size / 2};
+            f2fuse_setattr(fs, w->ino, &sa, &a);
+            f2fuse_fsync(fs, w->ino, i % 2);
+            if (i % 4 == 1)
+                f2fuse_link(fs, w->ino, root, name, (size_t)nlen, &a);
+        } else if (S_ISDIR(w->mode)) {
+            f2fuse_mknod(fs, w->ino, name, (size_t)nlen, 0100644, 0, 0, 0, &a);
+            f2fuse_mkdir(fs, w->ino, "fzd", 3, 040755, 0, 0, &a);
+            f2fuse_symlink(fs, w->ino, "fzl", 3, "target", 0, 0, &a);
+            f2fuse_rmdir(fs, w->ino, "fzd", 3);
+        } else {
+            f2fuse_setxattr(fs, w->ino, "user.fz", data, 10, 0);
+        }
+        if (i % 5 == 2)
+            f2fuse_rename(fs, w->dir, w->name, w->len, root, name, (size_t)nlen, 0);
+        else if (i % 5 == 4)
+            S_ISDIR(w->mode) ? f2fuse_rmdir(fs, w->dir, w->name, w->len)
+                             : f2fuse_unlink(fs, w->dir, w->name, w->len);
+        if (i % 8 == 7)
+            f2fuse_sync(fs);
+    }
     if (f2fuse_mkdir(fs, root, "fz_dir", 6, 040755, 0, 0, &a) == 0) {
         f2fuse_setxattr(fs, a.ino, "user.fz", data, 300, 0);
         f2fuse_rename(fs, root, "fz_dir", 6, root, "fz_dir2", 7, 0);
     }
     f2fuse_sync(fs);
-    free(names.v);
 }
 
 int fz_mount_walk(bool rw)
@@ -288,9 +313,11 @@ int fz_mount_walk(bool rw)
     int err = f2fuse_open(fz.path, &o, &fs);
     if (err)
         return err;
-    walk(fs);
+    static __thread struct walked kept[WALK_KEEP];
+    unsigned nkept = 0;
+    walk(fs, kept, &nkept);
     if (rw)
-        mutate(fs);
+        mutate(fs, kept, nkept);
     f2fuse_close(fs);
     return 0;
 }
@@ -599,12 +626,16 @@ int fz_block_harness(enum fz_target kind, const uint8_t *data, size_t size)
     const uint32_t *t = fz_targets(kind, &n);
     if (size < 1 || n == 0)
         return 0;
-    uint32_t blk = t[data[0] % n];
+    uint32_t blk = t[(data[0] & 0x7f) % n];
+    bool rw = data[0] & 0x80;
     uint8_t b[FZ_BLOCK] = {0};
     memcpy(b, data + 1, size - 1 < FZ_BLOCK ? size - 1 : FZ_BLOCK);
     fz_write((uint64_t)blk * FZ_BLOCK, b, FZ_BLOCK);
-    fz_mount_walk(false);
-    fz_restore_block(blk);
+    fz_mount_walk(rw);
+    if (rw)
+        fz_image_base();
+    else
+        fz_restore_block(blk);
     return 0;
 }
 
@@ -627,5 +658,10 @@ void fz_block_seeds(enum fz_target kind)
         char name[32];
         snprintf(name, sizeof(name), "block%02u", i);
         fz_seed(name, b, 1 + len);
+        if (i < 4) { /* and read-write */
+            b[0] |= 0x80;
+            snprintf(name, sizeof(name), "block%02u_rw", i);
+            fz_seed(name, b, 1 + len);
+        }
     }
 }

@@ -80,8 +80,9 @@ size_t fz_record(uint8_t *buf, uint32_t blkaddr, const uint8_t *block);
  * the base script leaves beside it (fresh mkfs images, an f2fuse fsync chain). */
 void fz_seed_whole_images(void);
 
-/* Per-structure harness: input = one selector byte (which target block of kind) and the
- * block's new bytes (zero-padded); the image is walked read-only and the block restored. */
+/* Per-structure harness: input = one selector byte (its low 7 bits pick the target block of
+ * kind; the high bit mounts read-write and changes what the walk met) and the block's new
+ * bytes (zero-padded); the image is walked, then restored. */
 int fz_block_harness(enum fz_target kind, const uint8_t *data, size_t size);
 void fz_block_seeds(enum fz_target kind); /* one seed per target block (up to 24) */
 
