@@ -42,7 +42,7 @@ for bin in "$bins"/fuzz_*; do
         work=$(mktemp -d "${TMPDIR:-/tmp}/f2fuse-fuzz-work.XXXXXX")
         TIMEFORMAT='%U %S'
         { time "$bin" -max_total_time="$time" -timeout=10 -rss_limit_mb=2048 \
-            -print_final_stats=1 -artifact_prefix="$art/$name-" \
+            -print_final_stats=1 -artifact_prefix="$art/$name-" -dict=tests/fuzz/f2fs.dict \
             "$work" "tests/fuzz/corpus/$(corpus_of "$name")" >"$log" 2>&1; } 2>"$log.time"
         rc=$?
         execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
