@@ -16,6 +16,13 @@ else ifeq ($(SAN),thread)
 BUILD    ?= build-tsan
 SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 OPT      := -O1 -g
+else ifeq ($(SAN),fuzz)
+# libFuzzer harnesses (tests/fuzz/): the library built with clang's coverage hooks + ASan/UBSan.
+CC       := clang
+BUILD    ?= build-fuzz
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined
+OPT      := -O1 -g
 else
 BUILD    ?= build
 SANFLAGS :=
@@ -39,7 +46,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC:= $(wildcard bench/*/*.c)
 BENCH_BIN:= $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test run clean bench install uninstall
+.PHONY: all deps test run clean bench install uninstall fuzz fuzzers
 all: deps $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN)
 
 # Installs missing Debian packages when run as root, otherwise says what is missing.
@@ -107,5 +114,24 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/f2fuse $(DESTDIR)$(LIBDIR)/libf2fuse.a \
 	    $(DESTDIR)$(INCDIR)/f2fuse.h $(DESTDIR)$(MANDIR)/man8/f2fuse.8 $(DESTDIR)$(PCDIR)/f2fuse.pc
 
+# ---- fuzzing (tests/fuzz/README.md): `make fuzzers` builds every harness into
+# build-fuzz/fuzz/; `make fuzz FUZZ_TIME=seconds` runs each one that long (default 1 h).
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/fuzz/%)
+FUZZ_TIME ?= 3600
+
+fuzzers:
+	@$(MAKE) --no-print-directory SAN=fuzz fuzz-bins
+
+fuzz-bins: $(FUZZ_BIN)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/harness.c tests/fuzz/harness.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/fuzz -DF2FUSE_SRC_ROOT='"$(CURDIR)"' -fsanitize=fuzzer -o $@ \
+	    $< tests/fuzz/harness.c $(LIB) $(LDLIBS)
+
+fuzz: fuzzers
+	@./tests/fuzz/run.sh --time $(FUZZ_TIME)
+
 clean:
-	rm -rf build build-san build-tsan
+	rm -rf build build-san build-tsan build-fuzz

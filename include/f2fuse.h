@@ -65,7 +65,27 @@ struct f2fuse_options {
     unsigned background_gc; /* F2FUSE_BGGC_*: 1 on (default), 0 off, 2 sync (src/core/gc.h) */
     unsigned gc_idle_ms;    /* background GC waits this long without writes (default 1000) */
     bool gc_ssr;            /* data fills free slots of partly valid segments near full (default) */
+    /* Tests only: fault injection (option "fault=KIND:N[:WHAT][:sticky]", repeatable up to
+     * F2FUSE_MAX_FAULTS).  The Nth request of KIND (read, write, flush, discard; alloc =
+     * page-cache allocations) after open fails with WHAT: an errno name (EIO by default,
+     * ENOSPC, ENOMEM, ...) or "short" (half the length transferred); sticky: every later
+     * one fails too.  See docs/ARCHITECTURE.md, "Faults and hostile images". */
+    struct f2fuse_fault {
+        unsigned kind; /* F2FUSE_FAULT_* */
+        uint64_t nth;
+        int err;       /* positive errno; 0 with short_io */
+        bool short_io;
+        bool sticky;
+    } faults[4];
+    unsigned nfaults;
 };
+
+#define F2FUSE_MAX_FAULTS 4
+#define F2FUSE_FAULT_READ 0u
+#define F2FUSE_FAULT_WRITE 1u
+#define F2FUSE_FAULT_FLUSH 2u
+#define F2FUSE_FAULT_DISCARD 3u
+#define F2FUSE_FAULT_ALLOC 4u
 
 #define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */
 #define F2FUSE_DISCARD_SERIAL 1u   /* merged ranges, one at a time */

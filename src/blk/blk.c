@@ -116,6 +116,7 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
     emit(sink, "blk.bw_queue_ms.low", atomic_load(&dev->bw_class_wait_ns[2]) / 1000000);
     emit(sink, "blk.bw_queue_ms.idle", atomic_load(&dev->bw_class_wait_ns[3]) / 1000000);
     emit(sink, "blk.direct", dev->direct ? 1 : 0);
+    emit(sink, "blk.faults_fired", blk_faults_fired(dev));
     emit(sink, "blk.powercut.armed", dev->pc.armed ? 1 : 0);
     emit(sink, "blk.powercut.cut", blk_powercut_happened(dev) ? 1 : 0);
     emit(sink, "blk.powercut.dropped_writes", atomic_load(&dev->pc.dropped));
@@ -125,25 +126,53 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
 
 /* ---- fault injection --------------------------------------------------------------- */
 
-void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err)
+void blk_inject_fault_mode(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err,
+                           unsigned mode)
 {
     if ((unsigned)op >= BLK_OP_COUNT)
         return;
-    /* err first: a submitter that sees the countdown hit zero must see this err */
+    /* err and mode first: a submitter that sees the countdown hit zero must see them */
     atomic_store(&dev->faults[op].err, err);
+    atomic_store(&dev->faults[op].mode, mode);
+    atomic_store(&dev->faults[op].dead, false);
     atomic_store(&dev->faults[op].countdown, nth);
 }
 
-/* Returns the injected -err when this request is the armed nth one, else 0. */
-static int take_fault(struct blk_dev *dev, enum blk_op op)
+void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err)
 {
-    struct blk_fault *f = &dev->faults[op];
+    blk_inject_fault_mode(dev, op, nth, err, 0);
+}
+
+uint64_t blk_faults_fired(const struct blk_dev *dev)
+{
+    uint64_t n = 0;
+    for (int op = 0; op < BLK_OP_COUNT; op++)
+        n += atomic_load(&dev->faults[op].fired);
+    return n;
+}
+
+/* The result an injected fault gives this request: -err, a short count, or 1 when no
+ * fault applies. */
+static int64_t take_fault(struct blk_dev *dev, const struct blk_req *req)
+{
+    struct blk_fault *f = &dev->faults[req->op];
+    bool fire = atomic_load(&f->dead);
     uint64_t left = atomic_load(&f->countdown);
-    while (left) {
-        if (atomic_compare_exchange_weak(&f->countdown, &left, left - 1))
-            return left == 1 ? -atomic_load(&f->err) : 0;
+    while (!fire && left) {
+        if (atomic_compare_exchange_weak(&f->countdown, &left, left - 1)) {
+            fire = left == 1;
+            break;
+        }
     }
-    return 0;
+    if (!fire)
+        return 1;
+    unsigned mode = atomic_load(&f->mode);
+    if (mode & BLK_FAULT_STICKY)
+        atomic_store(&f->dead, true);
+    atomic_fetch_add(&f->fired, 1);
+    if ((mode & BLK_FAULT_SHORT) && (req->op == BLK_READ || req->op == BLK_WRITE) && req->len)
+        return (int64_t)((req->len / 2) & ~(uint64_t)511);
+    return -atomic_load(&f->err);
 }
 
 /* ---- power-cut emulation ----------------------------------------------------------- */
@@ -649,8 +678,8 @@ static bool req_valid(const struct blk_req *req)
 /* Result a request gets without any I/O, or 1 when it has to run. */
 static int64_t admission(struct blk_dev *dev, const struct blk_req *req)
 {
-    int fault = take_fault(dev, req->op);
-    if (fault)
+    int64_t fault = take_fault(dev, req);
+    if (fault != 1)
         return fault;
     if (req->op == BLK_FLUSH)
         return 1;

@@ -130,6 +130,15 @@ void *blk_alloc_buf(size_t len);
 /* Fault injection for tests: the nth request of kind op from now on (1 = the next one)
  * completes with -err instead of running.  n = 0 clears it. */
 void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err);
+/* The same with a mode: BLK_FAULT_STICKY makes every later request of the kind fail too (a
+ * dead device); BLK_FAULT_SHORT completes the request with half its length transferred
+ * (rounded down to 512 bytes) and no I/O instead of an error (err is then unused). */
+#define BLK_FAULT_STICKY 1u
+#define BLK_FAULT_SHORT 2u
+void blk_inject_fault_mode(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err,
+                           unsigned mode);
+/* Faults carried out so far (every kind). */
+uint64_t blk_faults_fired(const struct blk_dev *dev);
 
 /* Power-cut mode: true once the cut has been carried out, i.e. the device holds its final
  * post-power-failure content (the undo runs after the writes in flight at the cut have

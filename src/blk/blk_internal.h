@@ -40,6 +40,9 @@ struct blk_counters {
 struct blk_fault {
     atomic_uint_fast64_t countdown; /* 0 = disarmed */
     atomic_int err;
+    atomic_uint mode;  /* BLK_FAULT_* */
+    atomic_bool dead;  /* a sticky fault fired: every later request fails */
+    atomic_uint_fast64_t fired;
 };
 
 struct blk_bounce;

@@ -36,7 +36,43 @@ struct pcache {
     uint64_t max_pages;
     uint64_t pages;
     atomic_uint_fast64_t hits, misses, evictions, load_errors;
+    /* pcache_inject_enomem (under lock) */
+    uint64_t enomem_countdown, enomem_fired, allocations;
+    bool enomem_sticky, enomem_dead;
 };
+
+void pcache_inject_enomem(struct pcache *c, uint64_t nth, bool sticky)
+{
+    pthread_mutex_lock(&c->lock);
+    c->enomem_countdown = nth;
+    c->enomem_sticky = sticky;
+    c->enomem_dead = false;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static bool enomem_injected(struct pcache *c);
+
+bool pcache_alloc_fails(struct pcache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool fail = enomem_injected(c);
+    pthread_mutex_unlock(&c->lock);
+    return fail;
+}
+
+/* True when an injected allocation failure applies to this allocation (lock held). */
+static bool enomem_injected(struct pcache *c)
+{
+    c->allocations++;
+    bool fire = c->enomem_dead;
+    if (!fire && c->enomem_countdown)
+        fire = --c->enomem_countdown == 0;
+    if (fire) {
+        c->enomem_fired++;
+        c->enomem_dead = c->enomem_sticky;
+    }
+    return fire;
+}
 
 static size_t bucket_of(const struct pcache *c, enum page_space space, uint64_t key)
 {
@@ -247,7 +283,7 @@ int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t b
 
     if (c->pages >= c->max_pages)
         reclaim(c, c->max_pages - 1);
-    p = calloc(1, sizeof(*p));
+    p = enomem_injected(c) ? NULL : calloc(1, sizeof(*p));
     void *data = p ? pool_get(&c->pool) : NULL;
     if (!data) {
         free(p);
@@ -487,7 +523,7 @@ void pcache_shrink(struct pcache *c)
 void pcache_emit_stats(struct pcache *c, stat_emit_fn emit, void *sink)
 {
     pthread_mutex_lock(&c->lock);
-    uint64_t pages = c->pages, dirty = 0;
+    uint64_t pages = c->pages, dirty = 0, enomem = c->enomem_fired, allocs = c->allocations;
     for (int s = 0; s < PAGE_SPACES; s++)
         dirty += c->ndirty[s];
     pthread_mutex_unlock(&c->lock);
@@ -495,6 +531,8 @@ void pcache_emit_stats(struct pcache *c, stat_emit_fn emit, void *sink)
     emit(sink, "cache.misses", atomic_load(&c->misses));
     emit(sink, "cache.evictions", atomic_load(&c->evictions));
     emit(sink, "cache.load_errors", atomic_load(&c->load_errors));
+    emit(sink, "cache.enomem_injected", enomem);
+    emit(sink, "cache.allocations", allocs); /* pages created: what fault=alloc:N counts */
     emit(sink, "cache.pages", pages);
     emit(sink, "cache.dirty_pages", dirty);
     emit(sink, "cache.bytes", pages * PAGE_BYTES);

@@ -85,6 +85,13 @@ void pcache_discard(struct pcache *cache, enum page_space space, uint64_t key);
 /* Drops every unreferenced page (tests; memory pressure). */
 void pcache_shrink(struct pcache *cache);
 
+/* Allocation-failure injection for tests: the nth page allocation from now on (1 = the
+ * next) fails with -ENOMEM; with sticky, every later one too.  nth = 0 clears it. */
+void pcache_inject_enomem(struct pcache *cache, uint64_t nth, bool sticky);
+/* The same countdown for the core's other per-operation allocations (fs_malloc): true when
+ * this one is to fail. */
+bool pcache_alloc_fails(struct pcache *cache);
+
 /* Counters "cache.*": hits, misses, evictions, pages, dirty pages, bytes, budget. */
 void pcache_emit_stats(struct pcache *cache, stat_emit_fn emit, void *sink);
 

@@ -49,6 +49,7 @@ static int pack_load(struct f2fuse *fs, uint32_t start, struct pack *pk, char *w
     uint8_t *blocks = blk_alloc_buf(bytes);
     uint8_t *last = blk_alloc_buf(F2FS_BLKSIZE);
     int err = -ENOMEM;
+    snprintf(why, n, "out of memory");
     if (!blocks || !last)
         goto fail;
     err = blk_read(fs->dev, (uint64_t)start * F2FS_BLKSIZE, blocks, bytes);
@@ -198,6 +199,15 @@ int checkpoint_load(struct f2fuse *fs)
     for (int i = 0; i < 2; i++)
         errs[i] = pack_load(fs, cp_blkaddr + i * F2FS_BLOCKS_PER_SEG, &packs[i], why[i],
                             sizeof(why[i]));
+    /* A pack that cannot be read may be the newer one: falling back to the other would roll
+     * committed work back without a word, so a read error refuses the mount. */
+    for (int i = 0; i < 2; i++)
+        if (errs[i] && errs[i] != -EUCLEAN) {
+            log_err("cannot read checkpoint pack %d (%s); refusing to mount rather than fall "
+                    "back to a possibly older checkpoint", i + 1, why[i]);
+            free(packs[!i].blocks);
+            return errs[i];
+        }
     int chosen;
     if (!errs[0] && !errs[1])
         chosen = (int64_t)(packs[1].version - packs[0].version) > 0 ? 1 : 0;

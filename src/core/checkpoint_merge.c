@@ -42,13 +42,19 @@ static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio)
 {
     uint32_t n;
     uint32_t *orphans = inode_orphans(fs, &n);
+    if (!orphans) { /* a checkpoint must not lose the orphan list: try again later */
+        log_warn("checkpoint postponed: no memory for the orphan list");
+        return -ENOMEM;
+    }
     pthread_rwlock_wrlock(&fs->cp_lock);
     fs->io_prio = prio;
-    int err = fs->write_error;
+    /* after a failure, every later request hears EIO (the kernel's cp_error) */
+    int err = __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE) ? -EIO : 0;
     if (!err)
         err = checkpoint_write(fs, false, orphans, orphans ? n : 0);
-    if (err && !fs->write_error) {
-        fs->write_error = err;
+    int none = 0;
+    if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_ACQUIRE)) {
         log_err("checkpoint failed: %s; the mount turns read-only and the image keeps its "
                 "last checkpoint", strerror(-err));
     }

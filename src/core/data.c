@@ -439,8 +439,13 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
         bool keep_old = n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size;
         struct page *page;
         int err = data_get_page(fs, ii, ipage, index, keep_old, &page);
-        if (err)
-            return done ? (ssize_t)done : err;
+        if (err && !done)
+            return err;
+        if (err) { /* a short write: what was copied counts, the size included */
+            size = done;
+            end = off + done;
+            break;
+        }
         memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
         pcache_mark_dirty(fs->cache, page);
         pcache_put(fs->cache, page);
@@ -661,9 +666,9 @@ int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
 int data_writeback(struct f2fuse *fs, uint32_t only_ino)
 {
     enum { BATCH = 1024 };
-    struct page **pages = malloc(BATCH * sizeof(*pages));
-    struct blk_req *reqs = malloc(BATCH * sizeof(*reqs));
-    struct blk_req **rp = malloc(BATCH * sizeof(*rp));
+    struct page **pages = fs_malloc(fs, BATCH * sizeof(*pages));
+    struct blk_req *reqs = fs_malloc(fs, BATCH * sizeof(*reqs));
+    struct blk_req **rp = fs_malloc(fs, BATCH * sizeof(*rp));
     int err = pages && reqs && rp ? 0 : -ENOMEM;
     while (!err) {
         size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA,

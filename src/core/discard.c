@@ -460,7 +460,9 @@ static void retire_locked(struct discard_control *dc, struct dreq *d, int64_t re
         dc->st_bytes += (uint64_t)d->len * F2FS_BLKSIZE;
         is->bytes += (uint64_t)d->len * F2FS_BLKSIZE;
     } else {
-        dc->st_errors++;
+        if (dc->st_errors++ == 0 && result != -EOPNOTSUPP)
+            log_warn("a discard failed: %s; its blocks stay free, only the trim is lost "
+                     "(further failures are counted in discard.errors)", strerror((int)-result));
         if (!is->err)
             is->err = (int)result;
         if (result == -EOPNOTSUPP && atomic_exchange(&dc->online, false))

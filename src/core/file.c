@@ -29,7 +29,7 @@ static uint64_t blocks_for(uint64_t size)
     return data + data / ADDRS_PER_BLOCK + 3;
 }
 
-ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
+static ssize_t write_op(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
 {
     int err = fs_writable(fs);
     if (err)
@@ -61,8 +61,8 @@ ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t si
     return ret;
 }
 
-int f2fuse_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *sa,
-                   struct f2fuse_attr *attr)
+static int setattr_op(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *sa,
+                      struct f2fuse_attr *attr)
 {
     int err = fs_writable(fs);
     if (!err && (sa->valid & F2FUSE_SET_SIZE))
@@ -164,7 +164,7 @@ static int zero_range(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
     return 0;
 }
 
-int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint64_t len)
+static int fallocate_op(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint64_t len)
 {
     int err = fs_writable(fs);
     if (err)
@@ -241,7 +241,7 @@ int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino)
     return inode_open(fs, ino);
 }
 
-int f2fuse_release(struct f2fuse *fs, uint32_t ino)
+static int release_op(struct f2fuse *fs, uint32_t ino)
 {
     pthread_rwlock_rdlock(&fs->cp_lock);
     int err = inode_release(fs, ino);
@@ -326,8 +326,9 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
                 err = blk_submit_wait(fs->dev, &r, 1);
             }
             pthread_mutex_unlock(&fs->fsync_lock);
-            if (err && !fs->write_error) {
-                fs->write_error = err;
+            int none = 0;
+            if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false,
+                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
                 log_err("fsync of inode %u failed: %s; the mount turns read-only", ino,
                         strerror(-err));
             }
@@ -344,4 +345,28 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
     }
     atomic_fetch_add(&fs->fsync_checkpoint, 1);
     return checkpoint_request_by(fs, prio, tid);
+}
+
+/* The public entry points: an operation that fails part-way turns the mount read-only
+ * (fault.c). */
+ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
+{
+    ssize_t ret = write_op(fs, ino, buf, size, off);
+    return ret < 0 ? fs_op_result(fs, "write", (int)ret) : ret;
+}
+
+int f2fuse_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *sa,
+                   struct f2fuse_attr *attr)
+{
+    return fs_op_result(fs, "setattr", setattr_op(fs, ino, sa, attr));
+}
+
+int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint64_t len)
+{
+    return fs_op_result(fs, "fallocate", fallocate_op(fs, ino, mode, off, len));
+}
+
+int f2fuse_release(struct f2fuse *fs, uint32_t ino)
+{
+    return fs_op_result(fs, "release", release_op(fs, ino));
 }

@@ -50,7 +50,8 @@ const char *f2fuse_option_names(void)
            "dirty_background_ratio=PCT, dirty_expire_ms=MS, writeback_interval_ms=MS, "
            "dirty_background_time=MS, dev_bw=BYTES_PER_S, "
            "background_gc=on|off|sync, gc_idle_ms=N, ssr, nossr, "
-           "(tests) powercut=N, powercut_torn, powercut_seed=N";
+                      "(tests) powercut=N, powercut_torn, powercut_seed=N, "
+           "fault=read|write|flush|discard|alloc:N[:ERRNO|short][:sticky]";
 }
 
 int fs_parse_size(const char *v, uint64_t *out)
@@ -87,6 +88,9 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     int gerr = gc_option_set(o, name, value); /* gc.c */
     if (gerr != -ENOENT)
         return gerr;
+    derr = fault_option_set(o, name, value); /* fault.c */
+    if (derr != -ENOENT)
+        return derr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
         if (value)
             return -EINVAL;
@@ -313,6 +317,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     if (!err)
         err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
+        fault_arm(fs); /* fault.c: tests only */
+    if (!err)
         err = super_load(fs);
     if (!err)
         err = checkpoint_load(fs);
@@ -351,14 +357,18 @@ void f2fuse_close(struct f2fuse *fs)
         uint32_t *orphans = inode_orphans(fs, &n);
         for (uint32_t i = 0; orphans && i < n; i++)
             inode_free(fs, orphans[i]);
+        bool listed = orphans != NULL;
         free(orphans);
-        inode_refs_destroy(fs);
-        /* The last checkpoint, marked as a clean unmount. */
-        orphans = inode_orphans(fs, &n);
-        pthread_rwlock_wrlock(&fs->cp_lock);
-        int err = checkpoint_write(fs, true, orphans, orphans ? n : 0);
-        pthread_rwlock_unlock(&fs->cp_lock);
-        free(orphans);
+        int err = -ENOMEM; /* without the orphan list a checkpoint would leak its inodes */
+        if (listed) {
+            inode_refs_destroy(fs);
+            /* The last checkpoint, marked as a clean unmount. */
+            orphans = inode_orphans(fs, &n);
+            pthread_rwlock_wrlock(&fs->cp_lock);
+            err = orphans ? checkpoint_write(fs, true, orphans, n) : -ENOMEM;
+            pthread_rwlock_unlock(&fs->cp_lock);
+            free(orphans);
+        }
         if (err)
             log_err("final checkpoint failed: %s; the image keeps its previous checkpoint",
                     strerror(-err));
@@ -434,7 +444,7 @@ int fs_writable(struct f2fuse *fs)
 {
     if (!fs->seg)
         return -EROFS;
-    return fs->write_error ? -EIO : 0;
+    return __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE) ? -EIO : 0;
 }
 
 /* Blocks that writing back what is dirty now could take, with room for the nodes that
@@ -732,12 +742,13 @@ int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const voi
                     size_t size, int flags)
 {
     static const char empty;
-    return xattr_change(fs, ino, name, value ? value : &empty, size, flags);
+    return fs_op_result(fs, "setxattr",
+                        xattr_change(fs, ino, name, value ? value : &empty, size, flags));
 }
 
 int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name)
 {
-    return xattr_change(fs, ino, name, NULL, 0, 0);
+    return fs_op_result(fs, "removexattr", xattr_change(fs, ino, name, NULL, 0, 0));
 }
 
 int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)

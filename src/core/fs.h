@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "blk/blk.h"
 #include "cache/pcache.h"
@@ -320,6 +321,22 @@ uint64_t fs_pending_blocks(struct f2fuse *fs);
 uint64_t fs_used_blocks(struct f2fuse *fs);
 /* fs.c: free segments kept for the node logs and the hot data log of one checkpoint. */
 #define FS_LOG_RESERVED_SEGMENTS 4u
+/* fault.c: the fault=... test option, armed at open; and the policy for an operation that
+ * fails part-way with EIO, ENOMEM or EUCLEAN on a writable mount: it may have changed pages
+ * in memory, so the mount stops checkpointing (write_error) and turns read-only.  Returns
+ * err. */
+int fault_option_set(struct f2fuse_options *o, const char *name, const char *value);
+void fault_arm(struct f2fuse *fs);
+int fs_op_result(struct f2fuse *fs, const char *op, int err);
+/* malloc/calloc for the core's per-operation buffers, failing where fault=alloc:N says. */
+static inline void *fs_malloc(struct f2fuse *fs, size_t n)
+{
+    return pcache_alloc_fails(fs->cache) ? NULL : malloc(n);
+}
+static inline void *fs_calloc(struct f2fuse *fs, size_t n, size_t size)
+{
+    return pcache_alloc_fails(fs->cache) ? NULL : calloc(n, size);
+}
 
 /* xattr.c */
 ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,

@@ -158,7 +158,7 @@ uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
 {
     pthread_mutex_lock(&fs->ref_lock);
     size_t cap = 64, n = 0;
-    uint32_t *list = malloc(cap * sizeof(*list));
+    uint32_t *list = fs_malloc(fs, cap * sizeof(*list));
     for (uint32_t b = 0; list && fs->refs && b < REF_BUCKETS; b++) {
         for (struct inode_ref *r = fs->refs[b]; r && list; r = r->next) {
             if (!r->unlinked)
@@ -406,24 +406,26 @@ int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     default:
         return -EINVAL;
     }
-    return create_common(fs, parent, name, len, mode, rdev, uid, gid, NULL, out);
+    return fs_op_result(fs, "mknod",
+                        create_common(fs, parent, name, len, mode, rdev, uid, gid, NULL, out));
 }
 
 int f2fuse_mkdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
                  uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
 {
-    return create_common(fs, parent, name, len, S_IFDIR | (mode & 07777), 0, uid, gid, NULL,
-                         out);
+    return fs_op_result(fs, "mkdir", create_common(fs, parent, name, len, S_IFDIR | (mode & 07777),
+                                                   0, uid, gid, NULL, out));
 }
 
 int f2fuse_symlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
                    const char *target, uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
 {
-    return create_common(fs, parent, name, len, S_IFLNK | 0777, 0, uid, gid, target, out);
+    return fs_op_result(fs, "symlink", create_common(fs, parent, name, len, S_IFLNK | 0777, 0,
+                                                     uid, gid, target, out));
 }
 
-int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
-                struct f2fuse_attr *out)
+static int link_op(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
+                   struct f2fuse_attr *out)
 {
     int err = fs_writable(fs);
     if (err)
@@ -557,7 +559,7 @@ int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t n)
     pthread_rwlock_rdlock(&fs->cp_lock);
     int err = inode_forget(fs, ino, n);
     pthread_rwlock_unlock(&fs->cp_lock);
-    return err;
+    return fs_op_result(fs, "forget", err);
 }
 
 int inode_lookup_ref(struct f2fuse *fs, uint32_t ino)
@@ -567,7 +569,7 @@ int inode_lookup_ref(struct f2fuse *fs, uint32_t ino)
 
 int f2fuse_unlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len)
 {
-    return remove_common(fs, parent, name, len, false);
+    return fs_op_result(fs, "unlink", remove_common(fs, parent, name, len, false));
 }
 
 int f2fuse_rmdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t len)
@@ -576,7 +578,7 @@ int f2fuse_rmdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
         return -EINVAL;
     if (len == 2 && name[0] == '.' && name[1] == '.')
         return -ENOTEMPTY;
-    return remove_common(fs, parent, name, len, true);
+    return fs_op_result(fs, "rmdir", remove_common(fs, parent, name, len, true));
 }
 
 /* Is ancestor an ancestor of (or equal to) dir?  Walks ".." up to the root. */
@@ -624,8 +626,8 @@ static void set_name_hint(struct page *ipage, uint32_t parent, const char *name,
     memcpy(ri->i_name, name, len);
 }
 
-int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
-                  uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
+static int rename_op(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
+                     uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
 {
     int err = fs_writable(fs);
     if (err)
@@ -789,4 +791,19 @@ unlock:
     pthread_rwlock_unlock(&fs->cp_lock);
     fs_after_change(fs);
     return err;
+}
+
+/* The public entry points: an operation that fails part-way turns the mount read-only
+ * (fault.c). */
+int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
+                struct f2fuse_attr *out)
+{
+    return fs_op_result(fs, "link", link_op(fs, ino, parent, name, len, out));
+}
+
+int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
+                  uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
+{
+    return fs_op_result(fs, "rename", rename_op(fs, old_parent, old_name, old_len, new_parent,
+                                                new_name, new_len, flags));
 }

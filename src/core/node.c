@@ -221,9 +221,9 @@ int node_writeback(struct f2fuse *fs, uint32_t fsync_ino)
 static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *),
                        void *arg, bool fsync_mark)
 {
-    struct page **pages = malloc(WRITEBACK_BATCH * sizeof(*pages));
-    struct blk_req *reqs = malloc(WRITEBACK_BATCH * sizeof(*reqs));
-    struct blk_req **rp = malloc(WRITEBACK_BATCH * sizeof(*rp));
+    struct page **pages = fs_malloc(fs, WRITEBACK_BATCH * sizeof(*pages));
+    struct blk_req *reqs = fs_malloc(fs, WRITEBACK_BATCH * sizeof(*reqs));
+    struct blk_req **rp = fs_malloc(fs, WRITEBACK_BATCH * sizeof(*rp));
     int err = pages && reqs && rp ? 0 : -ENOMEM;
     while (!err) {
         size_t n = pcache_collect_dirty_match(fs->cache, PAGE_NODE, match, arg, pages,

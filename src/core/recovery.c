@@ -198,13 +198,16 @@ static int replay_dnode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
     return err;
 }
 
-/* Keeps every block the chain or its data pointers name out of allocation. */
-static void hold_chain(struct f2fuse *fs, const struct chain *c, struct f2fs_node *buf)
+/* Keeps every block the chain or its data pointers name out of allocation.  A node that
+ * cannot be read fails the recovery (and the mount): its data blocks would not be held. */
+static int hold_chain(struct f2fuse *fs, const struct chain *c, struct f2fs_node *buf)
 {
     for (size_t i = 0; i < c->n; i++) {
         seg_hold(fs->seg, c->nodes[i].blkaddr);
-        if (blk_read(fs->dev, (uint64_t)c->nodes[i].blkaddr * F2FS_BLKSIZE, buf, F2FS_BLKSIZE))
-            continue;
+        int err = blk_read(fs->dev, (uint64_t)c->nodes[i].blkaddr * F2FS_BLKSIZE, buf,
+                           F2FS_BLKSIZE);
+        if (err)
+            return err;
         const uint32_t *addrs = (const uint32_t *)((const uint8_t *)buf +
                                                    (c->nodes[i].ofs == 0
                                                         ? offsetof(struct f2fs_inode, i_addr)
@@ -216,6 +219,7 @@ static void hold_chain(struct f2fuse *fs, const struct chain *c, struct f2fs_nod
                 seg_hold(fs->seg, a);
         }
     }
+    return 0;
 }
 
 int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
@@ -251,8 +255,9 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
              c.n);
     struct timespec began;
     clock_gettime(CLOCK_MONOTONIC, &began);
-    hold_chain(fs, &c, buf);
-    err = seg_new_segments(fs->seg);
+    err = hold_chain(fs, &c, buf);
+    if (!err)
+        err = seg_new_segments(fs->seg);
     uint32_t replayed_ino = 0;
     for (size_t i = 0; !err && i < c.n; i++) {
         if (last[i] == SIZE_MAX)

@@ -46,7 +46,7 @@ static int xattr_load(struct f2fuse *fs, const struct inode_info *ii, struct pag
     *len = 0;
     if (total < sizeof(struct f2fs_xattr_header))
         return 0;
-    uint8_t *buf = calloc(1, total + sizeof(uint32_t)); /* a zero word ends a full list */
+    uint8_t *buf = fs_calloc(fs, 1, total + sizeof(uint32_t)); /* a zero word ends a full list */
     if (!buf)
         return -ENOMEM;
     memcpy(buf, (const uint8_t *)ipage->data + inline_xattr_offset(ii), inline_bytes);
@@ -375,7 +375,7 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
     size_t stored_len = size;
     if (value && (c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS ||
                   c.index == F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT)) {
-        stored = malloc(size + sizeof(uint32_t));
+        stored = fs_malloc(fs, size + sizeof(uint32_t));
         if (!stored)
             return -ENOMEM;
         ssize_t n = xattr_to_acl(value, size, stored);
@@ -393,7 +393,7 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
 
     size_t inline_bytes = (ii->inline_flags & F2FS_INLINE_XATTR) ? ii->xattr_addrs * 4u : 0;
     size_t capacity = inline_bytes + XATTR_BLOCK_BODY;
-    uint8_t *old, *buf = calloc(1, capacity + sizeof(uint32_t));
+    uint8_t *old, *buf = fs_calloc(fs, 1, capacity + sizeof(uint32_t));
     size_t old_len;
     int err = buf ? xattr_load(fs, ii, ipage, &old, &old_len) : -ENOMEM;
     if (err) {

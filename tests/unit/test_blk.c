@@ -472,6 +472,39 @@ static void test_injected_faults(void)
     close_and_remove(dev);
 }
 
+/* Sticky faults keep failing (a dead device); short ones transfer half and say so. */
+static void test_fault_modes(void)
+{
+    struct blk_dev *dev = open_fresh(0);
+    uint8_t *a = blk_alloc_buf(2 * BLK), *in = blk_alloc_buf(2 * BLK);
+    memset(a, 0x5a, 2 * BLK);
+    const uint64_t off = 7 * BLK;
+    CHECK_EQ(blk_write(dev, off, a, 2 * BLK), 0);
+
+    blk_inject_fault_mode(dev, BLK_WRITE, 2, EIO, BLK_FAULT_STICKY);
+    CHECK_EQ(blk_write(dev, off, a, BLK), 0);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ(blk_write(dev, off, a, BLK), -EIO);
+    CHECK_EQ(blk_read(dev, off, in, BLK), 0); /* reads still work */
+    CHECK_EQ(blk_faults_fired(dev), 5);
+    blk_inject_fault(dev, BLK_WRITE, 0, 0); /* re-arming clears the dead state */
+    CHECK_EQ(blk_write(dev, off, a, BLK), 0);
+
+    /* a short read completes with half the length: the sync helpers call it -EIO */
+    blk_inject_fault_mode(dev, BLK_READ, 1, 0, BLK_FAULT_SHORT);
+    struct blk_req req = {.op = BLK_READ, .off = off, .len = 2 * BLK, .buf = in};
+    struct blk_req *r = &req;
+    CHECK_EQ(blk_submit_wait(dev, &r, 1), -EIO);
+    CHECK_EQ(req.result, (int64_t)BLK);
+    blk_inject_fault_mode(dev, BLK_WRITE, 1, 0, BLK_FAULT_SHORT);
+    CHECK_EQ(blk_write(dev, off, a, 2 * BLK), -EIO);
+    CHECK_EQ(blk_read(dev, off, in, 2 * BLK), 0);
+    CHECK(memcmp(in, a, 2 * BLK) == 0);
+    free(a);
+    free(in);
+    close_and_remove(dev);
+}
+
 static void test_discard_punches_hole(void)
 {
     struct blk_dev *dev = open_fresh(0);
@@ -949,6 +982,7 @@ int main(void)
         RUN(test_unaligned_concurrent_writes);
         RUN(test_read_past_end);
         RUN(test_injected_faults);
+        RUN(test_fault_modes);
         RUN(test_discard_punches_hole);
         RUN(test_counters_exact);
         RUN(test_merge_adjacent);

@@ -1,0 +1,104 @@
+/* Faults: the test-only fault injection options (fault=KIND:N[:WHAT][:sticky]) and the
+ * mount's policy when an operation fails part-way (docs/ARCHITECTURE.md, "Faults and
+ * hostile images"). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fs.h"
+
+static const char *const kind_names[] = {"read", "write", "flush", "discard", "alloc"};
+
+static const struct { const char *name; int err; } errnos[] = {
+    {"EIO", EIO}, {"ENOSPC", ENOSPC}, {"ENOMEM", ENOMEM}, {"EROFS", EROFS},
+    {"EAGAIN", EAGAIN}, {"EINTR", EINTR}, {"ENXIO", ENXIO}, {"ETIMEDOUT", ETIMEDOUT},
+};
+
+/* "KIND:N[:WHAT][:sticky]" */
+static int parse_fault(const char *value, struct f2fuse_fault *f)
+{
+    char buf[96];
+    if (strlen(value) >= sizeof(buf))
+        return -EINVAL;
+    strcpy(buf, value);
+    memset(f, 0, sizeof(*f));
+    f->err = EIO;
+    char *save, *part = strtok_r(buf, ":", &save);
+    unsigned k;
+    for (k = 0; part && k < sizeof(kind_names) / sizeof(kind_names[0]); k++)
+        if (strcmp(part, kind_names[k]) == 0)
+            break;
+    if (!part || k == sizeof(kind_names) / sizeof(kind_names[0]))
+        return -EINVAL;
+    f->kind = k;
+    part = strtok_r(NULL, ":", &save);
+    if (!part || fs_parse_size(part, &f->nth) || f->nth == 0)
+        return -EINVAL;
+    if (k == F2FUSE_FAULT_ALLOC)
+        f->err = ENOMEM;
+    while ((part = strtok_r(NULL, ":", &save))) {
+        bool known = false;
+        if (strcmp(part, "sticky") == 0) {
+            f->sticky = known = true;
+        } else if (strcmp(part, "short") == 0 && (k == F2FUSE_FAULT_READ ||
+                                                   k == F2FUSE_FAULT_WRITE)) {
+            f->short_io = known = true;
+            f->err = 0;
+        } else if (k != F2FUSE_FAULT_ALLOC) {
+            for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++)
+                if (strcmp(part, errnos[i].name) == 0) {
+                    f->err = errnos[i].err;
+                    known = true;
+                }
+        }
+        if (!known)
+            return -EINVAL;
+    }
+    return 0;
+}
+
+int fault_option_set(struct f2fuse_options *o, const char *name, const char *value)
+{
+    if (strcmp(name, "fault") != 0)
+        return -ENOENT;
+    if (!value || o->nfaults == F2FUSE_MAX_FAULTS)
+        return -EINVAL;
+    struct f2fuse_fault f;
+    int err = parse_fault(value, &f);
+    if (!err)
+        o->faults[o->nfaults++] = f;
+    return err;
+}
+
+void fault_arm(struct f2fuse *fs)
+{
+    static const enum blk_op ops[] = {BLK_READ, BLK_WRITE, BLK_FLUSH, BLK_DISCARD};
+    for (unsigned i = 0; i < fs->opts.nfaults && i < F2FUSE_MAX_FAULTS; i++) {
+        const struct f2fuse_fault *f = &fs->opts.faults[i];
+        if (f->kind == F2FUSE_FAULT_ALLOC) {
+            pcache_inject_enomem(fs->cache, f->nth, f->sticky);
+        } else if (f->kind < F2FUSE_FAULT_ALLOC) {
+            unsigned mode = (f->sticky ? BLK_FAULT_STICKY : 0) |
+                            (f->short_io ? BLK_FAULT_SHORT : 0);
+            blk_inject_fault_mode(fs->dev, ops[f->kind], f->nth, f->err, mode);
+        }
+        log_info("fault injection armed: %s request %llu fails with %s%s",
+                 kind_names[f->kind < 5 ? f->kind : 0], (unsigned long long)f->nth,
+                 f->short_io ? "a short transfer" : strerror(f->err),
+                 f->sticky ? ", and every later one too" : "");
+    }
+}
+
+int fs_op_result(struct f2fuse *fs, const char *op, int err)
+{
+    if (err != -EIO && err != -ENOMEM && err != -EUCLEAN)
+        return err;
+    if (!fs->seg || __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE))
+        return err;
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&fs->write_error, &expected, err, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        log_err("%s failed part-way: %s; the mount turns read-only (no further checkpoint) "
+                "so that no half-done change reaches the image", op, strerror(-err));
+    return err;
+}

@@ -1,0 +1,199 @@
+/* Faults through the library API on real mkfs.f2fs images: the fault= option, and the mount's
+ * answers to injected I/O errors and allocation failures (docs/ARCHITECTURE.md, "Faults and
+ * hostile images").  Each case is a regression test of a bug that fault injection found or a
+ * rule of the policy. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/fs.h"
+
+static char img[256];
+
+static int sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    if (rc != 0)
+        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
+    return rc;
+}
+
+static void fresh_image(void)
+{
+    CHECK_EQ(sh("rm -f %s && truncate -s 128M %s && mkfs.f2fs -f %s >/dev/null", img, img, img),
+             0);
+}
+
+static struct f2fuse *open_rw(const char *fault)
+{
+    struct f2fuse_options o;
+    f2fuse_options_init(&o);
+    o.backend = "psync";
+    o.read_only = false;
+    o.checkpoint_interval = 0;
+    if (fault)
+        CHECK_EQ(f2fuse_option_set(&o, "fault", fault), 0);
+    struct f2fuse *fs = NULL;
+    int err = f2fuse_open(img, &o, &fs);
+    return err ? NULL : fs;
+}
+
+static void fault_option_parses(void)
+{
+    struct f2fuse_options o;
+    f2fuse_options_init(&o);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:5"), 0);
+    CHECK_EQ(o.faults[0].kind, F2FUSE_FAULT_WRITE);
+    CHECK_EQ(o.faults[0].nth, 5);
+    CHECK_EQ(o.faults[0].err, EIO);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "read:3:short:sticky"), 0);
+    CHECK(o.faults[1].short_io && o.faults[1].sticky);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "flush:1:ENOSPC"), 0);
+    CHECK_EQ(o.faults[2].err, ENOSPC);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "alloc:9"), 0);
+    CHECK_EQ(o.faults[3].err, ENOMEM);
+    CHECK_EQ(o.nfaults, 4);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:1"), -EINVAL); /* the fifth */
+    f2fuse_options_init(&o);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", NULL), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "write"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:0"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "seek:1"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "flush:1:short"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:1:EBOGUS"), -EINVAL);
+    CHECK_EQ(o.nfaults, 0);
+}
+
+/* A write whose page allocation fails part-way returns the bytes it copied, and the file's
+ * size covers them, so that the next fsync keeps them (it used to leave the size behind). */
+static void short_write_keeps_its_size(void)
+{
+    fresh_image();
+    struct f2fuse *fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    struct f2fuse_attr a;
+    CHECK_EQ(f2fuse_mknod(fs, f2fuse_root_ino(fs), "f", 1, 0100644, 0, 0, 0, &a), 0);
+    static uint8_t buf[64 << 10], back[64 << 10];
+    memset(buf, 0x3c, sizeof(buf));
+    pcache_inject_enomem(fs->cache, 6, false);
+    ssize_t n = f2fuse_write(fs, a.ino, buf, sizeof(buf), 0);
+    CHECK(n > 0 && n < (ssize_t)sizeof(buf));
+    CHECK_EQ(f2fuse_getattr(fs, a.ino, &a), 0);
+    CHECK_EQ(a.size, n);
+    CHECK_EQ(f2fuse_fsync(fs, a.ino, false), 0);
+    f2fuse_close(fs);
+    fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    CHECK_EQ(f2fuse_lookup(fs, f2fuse_root_ino(fs), "f", 1, &a), 0);
+    CHECK_EQ(a.size, n);
+    CHECK_EQ(f2fuse_read(fs, a.ino, back, sizeof(back), 0), n);
+    CHECK(memcmp(back, buf, (size_t)(n > 0 ? n : 0)) == 0);
+    f2fuse_close(fs);
+}
+
+/* A read error on a checkpoint pack refuses the mount: the other pack may be older. */
+static void unreadable_checkpoint_refuses_mount(void)
+{
+    fresh_image();
+    struct f2fuse *fs = open_rw(NULL); /* make pack 2 the newer one */
+    CHECK(fs != NULL);
+    f2fuse_close(fs);
+    /* read 1: both superblocks; 2: pack 1; 3: its last block; 4: pack 2 */
+    for (int nth = 2; nth <= 4; nth++) {
+        char fault[32];
+        snprintf(fault, sizeof(fault), "read:%d", nth);
+        fs = open_rw(fault);
+        CHECK(fs == NULL);
+        f2fuse_close(fs);
+    }
+    fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    f2fuse_close(fs);
+}
+
+/* An operation that fails part-way turns the mount read-only: later changes get EIO, reads
+ * go on, and the image keeps its last checkpoint. */
+static void failed_operation_turns_read_only(void)
+{
+    fresh_image();
+    struct f2fuse *fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    uint32_t root = f2fuse_root_ino(fs);
+    struct f2fuse_attr a;
+    CHECK_EQ(f2fuse_mkdir(fs, root, "kept", 4, 0755, 0, 0, &a), 0);
+    CHECK_EQ(f2fuse_sync(fs), 0);
+    pcache_inject_enomem(fs->cache, 1, true);
+    CHECK_EQ(f2fuse_mkdir(fs, root, "lost", 4, 0755, 0, 0, &a), -ENOMEM);
+    pcache_inject_enomem(fs->cache, 0, false);
+    CHECK_EQ(f2fuse_mkdir(fs, root, "later", 5, 0755, 0, 0, &a), -EIO);
+    CHECK_EQ(f2fuse_sync(fs), -EIO);
+    CHECK_EQ(f2fuse_lookup(fs, root, "kept", 4, &a), 0);
+    f2fuse_close(fs);
+    fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    CHECK_EQ(f2fuse_lookup(fs, root, "kept", 4, &a), 0);
+    CHECK_EQ(f2fuse_lookup(fs, root, "lost", 4, &a), -ENOENT);
+    f2fuse_close(fs);
+}
+
+/* A failed checkpoint write: the sync reports it, the mount turns read-only, and the image
+ * still mounts with what the previous checkpoint held. */
+static void failed_checkpoint_keeps_previous(void)
+{
+    fresh_image();
+    struct f2fuse *fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    uint32_t root = f2fuse_root_ino(fs);
+    struct f2fuse_attr a;
+    CHECK_EQ(f2fuse_mkdir(fs, root, "one", 3, 0755, 0, 0, &a), 0);
+    CHECK_EQ(f2fuse_sync(fs), 0);
+    CHECK_EQ(f2fuse_mkdir(fs, root, "two", 3, 0755, 0, 0, &a), 0);
+    blk_inject_fault(fs->dev, BLK_WRITE, 3, EIO);
+    CHECK_EQ(f2fuse_sync(fs), -EIO);
+    CHECK_EQ(f2fuse_mkdir(fs, root, "three", 5, 0755, 0, 0, &a), -EIO);
+    CHECK_EQ(f2fuse_lookup(fs, root, "two", 3, &a), 0); /* reads go on */
+    f2fuse_close(fs);
+    fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    CHECK_EQ(f2fuse_lookup(fs, root, "one", 3, &a), 0);
+    CHECK_EQ(f2fuse_lookup(fs, root, "two", 3, &a), -ENOENT);
+    f2fuse_close(fs);
+    CHECK_EQ(sh("fsck.f2fs --dry-run %s >/dev/null 2>&1", img), 0);
+}
+
+int main(void)
+{
+    if (!getenv("F2FUSE_LOG"))
+        setenv("F2FUSE_LOG", "none", 1); /* the failures below are wanted */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(img, sizeof(img), "%s/f2fuse-test-fault.%d.img", tmp ? tmp : "/var/tmp",
+             (int)getpid());
+    RUN(fault_option_parses);
+    RUN(short_write_keeps_its_size);
+    RUN(unreadable_checkpoint_refuses_mount);
+    RUN(failed_operation_turns_read_only);
+    RUN(failed_checkpoint_keeps_previous);
+    unlink(img);
+    return CHECK_DONE();
+}
