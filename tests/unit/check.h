@@ -5,6 +5,7 @@
 #define F2FUSE_TESTS_CHECK_H
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,21 @@ static int check_failures;
         fn();                                                         \
         printf("%s %s\n", check_failures == check_before_ ? "ok  " : "FAIL", #fn); \
     } while (0)
+
+/* Runs a shell command built like printf (test setup: mkfs.f2fs, sload.f2fs, ...); returns
+ * system()'s status and prints the command when it failed. */
+static inline __attribute__((format(printf, 1, 2))) int sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    if (rc != 0)
+        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
+    return rc;
+}
 
 #define CHECK_DONE() (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
 

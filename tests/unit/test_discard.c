@@ -40,19 +40,6 @@ static uint64_t rnd(void)
     return rng_state = x;
 }
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0)
-        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 /* ---- engine on a data file --------------------------------------------------------------- */
 
 struct dev {

@@ -14,19 +14,6 @@
 
 static char img[256];
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0)
-        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 static void fresh_image(void)
 {
     CHECK_EQ(sh("rm -f %s && truncate -s 128M %s && mkfs.f2fs -f %s >/dev/null", img, img, img),

@@ -17,19 +17,6 @@
 
 static char g_dir[256];
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    if (rc != 0)
-        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-    return rc;
-}
-
 /* A 128 MiB image holding four 3 MiB files (whole data segments). */
 static void make_image(const char *img)
 {
