@@ -350,7 +350,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     if (addr == NULL_ADDR) {
         *dn.addr = htole32(NEW_ADDR);
         inode_add_blocks(ipage, 1);
-        atomic_fetch_add(&fs->reserved_blocks, 1);
+        seg_reserve(fs->seg, 1);
         reserved = true;
     } else if (addr != NEW_ADDR && !blkaddr_in_main(fs, addr)) {
         err = fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area",
@@ -364,7 +364,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
         if (err) { /* no page will ever be written for it: give the reservation back */
             *dn.addr = htole32(NULL_ADDR);
             inode_add_blocks(ipage, -1);
-            atomic_fetch_sub(&fs->reserved_blocks, 1);
+            seg_reserve(fs->seg, -1);
         } else {
             pcache_mark_dirty(fs->cache, dn.page);
             pcache_mark_dirty(fs->cache, ipage);
@@ -468,7 +468,7 @@ static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
     if (blkaddr_in_main(fs, a))
         seg_invalidate_block(fs->seg, a);
     else if (a == NEW_ADDR)
-        atomic_fetch_sub(&fs->reserved_blocks, 1);
+        seg_reserve(fs->seg, -1);
     *addr = 0;
     inode_add_blocks(ipage, -1);
 }
@@ -639,18 +639,16 @@ int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
     enum log_type log = S_ISDIR(ii->mode) ? LOG_HOT_DATA
                         : dpage->gc_cold  ? LOG_COLD_DATA
                                           : LOG_WARM_DATA;
+    uint32_t old = err ? NULL_ADDR : le32(*dn.addr);
     if (!err)
-        err = seg_alloc_block(fs->seg, log, &sum, &blkaddr);
+        err = seg_alloc_block(fs->seg, log, &sum,
+                              blkaddr_in_main(fs, old) || old == NEW_ADDR ? old : NULL_ADDR,
+                              &blkaddr);
     if (!err) {
         dpage->gc_cold = false;
-        uint32_t old = le32(*dn.addr);
-        if (blkaddr_in_main(fs, old)) {
-            seg_invalidate_block(fs->seg, old);
-        } else if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
+        if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
             inode_add_blocks(ipage, 1);
             pcache_mark_dirty(fs->cache, ipage);
-        } else if (old == NEW_ADDR) {
-            atomic_fetch_sub(&fs->reserved_blocks, 1);
         }
         *dn.addr = htole32(blkaddr);
         pcache_mark_dirty(fs->cache, dn.page);

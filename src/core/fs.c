@@ -457,11 +457,12 @@ uint64_t fs_pending_blocks(struct f2fuse *fs)
 }
 
 /* The user-visible space in use: an overwrite of a written block takes none (its old block
- * is freed by the writeback that allocates the new one); a reserved block does. */
+ * is freed by the writeback that allocates the new one); a reserved (NEW_ADDR) block does.
+ * segment.c counts both under one lock: read apart, a flusher turning reservations into
+ * valid blocks in between made a near-full file system report a false ENOSPC. */
 uint64_t fs_used_blocks(struct f2fuse *fs)
 {
-    int64_t reserved = atomic_load(&fs->reserved_blocks);
-    return seg_valid_blocks(fs->seg) + (reserved > 0 ? (uint64_t)reserved : 0);
+    return seg_used_blocks(fs->seg);
 }
 
 /* Segments kept back from the space check: the three node logs and the hot data log may

@@ -79,11 +79,6 @@ struct f2fuse {
     struct discard_control *discard; /* discard.c */
     struct wb_control *wb;           /* writeback.c: the flusher, throttling, tunables */
     struct gc_control *gc;           /* gc.c: segment cleaning */
-    /* Data pointers and NAT entries that are NEW_ADDR (reserved, not yet written back): with
-     * the SIT's valid blocks, what the user-visible space holds (an overwrite of a written
-     * block is not new space; its old block is freed by the writeback that allocates the
-     * new one).  data.c and node.c keep it. */
-    atomic_int_fast64_t reserved_blocks;
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's

@@ -133,7 +133,7 @@ int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool c
         }
         return err;
     }
-    atomic_fetch_add(&fs->reserved_blocks, 1); /* a new node: NEW_ADDR until written */
+    seg_reserve(fs->seg, 1); /* a new node: NEW_ADDR until written */
     struct node_footer *f = &page_node(page)->footer;
     f->nid = htole32(nid);
     f->ino = htole32(ino);
@@ -155,7 +155,7 @@ int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino)
     if (blkaddr_in_main(fs, old))
         seg_invalidate_block(fs->seg, old);
     else if (old == NEW_ADDR)
-        atomic_fetch_sub(&fs->reserved_blocks, 1);
+        seg_reserve(fs->seg, -1);
     pcache_discard(fs->cache, PAGE_NODE, nid);
     return nat_set(fs->nat, nid, ino, NULL_ADDR);
 }
@@ -242,14 +242,12 @@ static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, voi
             struct f2fs_summary sum = {.nid = htole32(nid)};
             enum log_type log = node_log(node);
             uint32_t blkaddr;
-            err = seg_alloc_block(fs->seg, log, &sum, &blkaddr);
+            uint32_t old = le32(ne.block_addr);
+            err = seg_alloc_block(fs->seg, log, &sum,
+                                  blkaddr_in_main(fs, old) || old == NEW_ADDR ? old : NULL_ADDR,
+                                  &blkaddr);
             if (err)
                 break;
-            uint32_t old = le32(ne.block_addr);
-            if (blkaddr_in_main(fs, old))
-                seg_invalidate_block(fs->seg, old);
-            else if (old == NEW_ADDR)
-                atomic_fetch_sub(&fs->reserved_blocks, 1);
             uint32_t flag = le32(node->footer.flag) & ~(NODE_FSYNC_BIT | NODE_DENT_BIT);
             if (fsync_mark)
                 flag |= NODE_FSYNC_BIT;

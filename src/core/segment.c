@@ -83,6 +83,10 @@ struct seg_manager {
     uint32_t data_reserve;
     uint32_t ssr_threshold;    /* data logs reuse slack space at or below this many free */
     uint64_t valid_blocks;
+    /* Blocks promised but not yet written (NEW_ADDR data pointers and NAT entries): kept
+     * under the same lock as valid_blocks, so that their sum never counts a block twice
+     * while writeback turns a reservation into a valid block. */
+    int64_t reserved_blocks;
 
     uint64_t elapsed_base;     /* the checkpoint's elapsed_time at load */
     uint64_t mono_base;        /* CLOCK_MONOTONIC seconds at load */
@@ -818,8 +822,10 @@ static int log_move(struct seg_manager *sm, enum log_type t)
     return log_switch(sm, t, newseg, ssr);
 }
 
+static void invalidate_locked(struct seg_manager *sm, uint32_t blkaddr);
+
 int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
-                    uint32_t *blkaddr)
+                    uint32_t replaces, uint32_t *blkaddr)
 {
     if ((unsigned)type >= LOG_COUNT || !sum || !blkaddr)
         return -EINVAL;
@@ -868,6 +874,10 @@ int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2f
     lg->next_blkoff = (uint16_t)next;
     sm->st_alloc[type]++;
     *blkaddr = sm->main_blkaddr + segno * BLKS + off;
+    if (replaces == NEW_ADDR)
+        sm->reserved_blocks--;
+    else if (replaces != NULL_ADDR)
+        invalidate_locked(sm, replaces);
     if (last && log_switch(sm, type, newseg, ssr)) {
         /* the summary of the SSR segment is unreadable: a free segment, or stop here */
         lg->must_move = true;
@@ -881,22 +891,20 @@ out:
     return err;
 }
 
-void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr)
+/* seg_invalidate_block with sm->lock held. */
+static void invalidate_locked(struct seg_manager *sm, uint32_t blkaddr)
 {
-    if (blkaddr == NULL_ADDR || blkaddr == NEW_ADDR)
-        return;
-    pthread_mutex_lock(&sm->lock);
     uint64_t rel = (uint64_t)blkaddr - sm->main_blkaddr;
     if (blkaddr < sm->main_blkaddr || rel >= (uint64_t)sm->main_segs * BLKS) {
         fs_corrupt(sm->fs, "invalidating block %u outside the main area", blkaddr);
-        goto out;
+        return;
     }
     uint32_t segno = (uint32_t)(rel / BLKS);
     unsigned off = (unsigned)(rel % BLKS);
     struct seg_entry *e = &sm->se[segno];
     if (!f2fs_test_bit(off, e->map)) {
         fs_corrupt(sm->fs, "invalidating block %u, which is not in use", blkaddr);
-        goto out;
+        return;
     }
     f2fs_clear_bit(off, e->map);
     e->valid--;
@@ -905,8 +913,30 @@ void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr)
     seg_mark_dirty(sm, segno);
     bm_set(sm->changed_map, segno);
     seg_update_state(sm, segno);
-out:
+}
+
+void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr)
+{
+    if (blkaddr == NULL_ADDR || blkaddr == NEW_ADDR)
+        return;
+    pthread_mutex_lock(&sm->lock);
+    invalidate_locked(sm, blkaddr);
     pthread_mutex_unlock(&sm->lock);
+}
+
+void seg_reserve(struct seg_manager *sm, int64_t blocks)
+{
+    pthread_mutex_lock(&sm->lock);
+    sm->reserved_blocks += blocks;
+    pthread_mutex_unlock(&sm->lock);
+}
+
+uint64_t seg_used_blocks(struct seg_manager *sm)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t n = sm->valid_blocks + (sm->reserved_blocks > 0 ? (uint64_t)sm->reserved_blocks : 0);
+    pthread_mutex_unlock(&sm->lock);
+    return n;
 }
 
 bool seg_block_valid(struct seg_manager *sm, uint32_t blkaddr)
@@ -1227,6 +1257,7 @@ void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
     uint64_t v[] = {sm->free_segs, sm->prefree_segs, sm->valid_blocks, sm->st_ssa_writes,
                     sm->st_sit_writes, sm->st_new_segments, sm->st_enospc};
     uint64_t ssr = sm->st_ssr_segments;
+    int64_t reserved = sm->reserved_blocks;
     uint64_t alloc[LOG_COUNT];
     memcpy(alloc, sm->st_alloc, sizeof(alloc));
     pthread_mutex_unlock(&sm->lock);
@@ -1240,6 +1271,7 @@ void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
     emit(sink, "seg.new_segments", v[5]);
     emit(sink, "seg.enospc", v[6]);
     emit(sink, "seg.ssr_segments", ssr);
+    emit(sink, "seg.reserved_blocks", reserved > 0 ? (uint64_t)reserved : 0);
 }
 
 /* ---- segment cleaning support (gc.c) --------------------------------------------------- */

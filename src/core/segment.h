@@ -64,12 +64,22 @@ void seg_destroy(struct seg_manager *sm);
  * -ENOSPC when no free segment is left to move to.  Segments freed since the last
  * checkpoint are prefree, not free: when this returns -ENOSPC while
  * seg_prefree_segments() > 0, a checkpoint makes room.  -EIO (fs_corrupt) if the block at
- * the write position is not free in both the current and the checkpointed map. */
+ * the write position is not free in both the current and the checkpointed map.
+ * replaces is the address the new block takes over from: a main-area block becomes invalid,
+ * NEW_ADDR gives back its reservation (seg_reserve), NULL_ADDR changes nothing.  Doing that
+ * in the same critical section keeps seg_used_blocks() from counting one block twice. */
 int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
-                    uint32_t *blkaddr);
+                    uint32_t replaces, uint32_t *blkaddr);
 
 /* Marks a block invalid (overwritten elsewhere, or freed).  NULL_ADDR/NEW_ADDR are no-ops. */
 void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr);
+
+/* Reservations: blocks promised to NEW_ADDR data pointers and NAT entries, not yet
+ * written.  blocks < 0 gives some back (freed before they were written). */
+void seg_reserve(struct seg_manager *sm, int64_t blocks);
+
+/* The user-visible space in use: valid blocks plus reservations, read together. */
+uint64_t seg_used_blocks(struct seg_manager *sm);
 
 bool seg_block_valid(struct seg_manager *sm, uint32_t blkaddr);
 

@@ -125,7 +125,7 @@ static void greedy_and_cost_benefit(void)
     struct f2fs_summary sum = {.nid = htole32(3)};
     uint32_t first = 0, addr;
     for (unsigned i = 0; i < BLKS; i++) {
-        CHECK_EQ(seg_alloc_block(fs->seg, LOG_COLD_DATA, &sum, &addr), 0);
+        CHECK_EQ(seg_alloc_block(fs->seg, LOG_COLD_DATA, &sum, NULL_ADDR, &addr), 0);
         if (i == 0)
             first = addr;
     }
@@ -198,7 +198,7 @@ static void ssr_fills_free_slots(void)
     /* the warm data log fills its current (LFS) segment, then the holes of the two thinned
      * segments, never a free segment while holes are left */
     while (in_holes < 120 && total < 3 * BLKS) {
-        CHECK_EQ(seg_alloc_block(fs->seg, LOG_WARM_DATA, &sum, &addr), 0);
+        CHECK_EQ(seg_alloc_block(fs->seg, LOG_WARM_DATA, &sum, NULL_ADDR, &addr), 0);
         total++;
         uint32_t s = (addr - fs->main_blkaddr) / BLKS;
         if (s == target || s == segs[1])

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -477,7 +478,7 @@ static void alloc_appends_in_each_log(void)
         for (uint32_t i = 0; i < 10; i++) {
             struct f2fs_summary s = mksum(1000 + (uint32_t)t, 0, (uint16_t)i);
             uint32_t addr = 0;
-            CHECK_EQ(seg_alloc_block(fs->seg, (enum log_type)t, &s, &addr), 0);
+            CHECK_EQ(seg_alloc_block(fs->seg, (enum log_type)t, &s, NULL_ADDR, &addr), 0);
             CHECK_EQ(addr, main_addr(fs, segno, off + i));
             CHECK(seg_block_valid(fs->seg, addr));
         }
@@ -492,7 +493,7 @@ static void alloc_appends_in_each_log(void)
     CHECK(!seg_block_valid(fs->seg, fs->main_blkend));
     struct f2fs_summary s = mksum(5, 0, 0);
     uint32_t addr;
-    CHECK_EQ(seg_alloc_block(fs->seg, LOG_COUNT, &s, &addr), -EINVAL);
+    CHECK_EQ(seg_alloc_block(fs->seg, LOG_COUNT, &s, NULL_ADDR, &addr), -EINVAL);
     free_fs(fs);
 }
 
@@ -518,7 +519,7 @@ static void full_segment_writes_ssa_in(const char *name)
             uint32_t a0, in_use = 0;
             for (uint32_t j = 0; j < BLKS; j++)
                 in_use += seg_block_valid(fs->seg, main_addr(fs, segno, j));
-            CHECK_EQ(seg_alloc_block(fs->seg, t, &first, &a0), 0);
+            CHECK_EQ(seg_alloc_block(fs->seg, t, &first, NULL_ADDR, &a0), 0);
             CHECK((a0 - fs->main_blkaddr) % BLKS == 0);
             CHECK((a0 - fs->main_blkaddr) / BLKS != segno);
             /* one segment taken; the one left is free if nothing in it is valid */
@@ -542,7 +543,7 @@ static void full_segment_writes_ssa_in(const char *name)
         for (uint32_t i = off; i < BLKS; i++) {
             mine[i] = mksum(50000 + i, (uint8_t)i, (uint16_t)(i * 3));
             uint32_t addr;
-            CHECK_EQ(seg_alloc_block(fs->seg, t, &mine[i], &addr), 0);
+            CHECK_EQ(seg_alloc_block(fs->seg, t, &mine[i], NULL_ADDR, &addr), 0);
             CHECK_EQ(addr, main_addr(fs, segno, i));
         }
         /* the log moved on at once, to a segment that was free */
@@ -553,7 +554,7 @@ static void full_segment_writes_ssa_in(const char *name)
         CHECK_EQ(seg_free_segments(fs->seg), free0 - 1);
         struct f2fs_summary next = mksum(7, 0, 0);
         uint32_t addr;
-        CHECK_EQ(seg_alloc_block(fs->seg, t, &next, &addr), 0);
+        CHECK_EQ(seg_alloc_block(fs->seg, t, &next, NULL_ADDR, &addr), 0);
         CHECK_EQ(addr, main_addr(fs, s2, 0));
 
         /* the SSA block: the old entries below off, ours above, the footer type */
@@ -585,7 +586,7 @@ static uint32_t fill_segment(struct f2fuse *fs, enum log_type t)
     for (uint32_t i = off; i < BLKS; i++) {
         struct f2fs_summary s = mksum(20000, 0, (uint16_t)i);
         uint32_t addr;
-        CHECK_EQ(seg_alloc_block(fs->seg, t, &s, &addr), 0);
+        CHECK_EQ(seg_alloc_block(fs->seg, t, &s, NULL_ADDR, &addr), 0);
     }
     return segno;
 }
@@ -611,10 +612,10 @@ static void invalidate_free_and_prefree(void)
     /* a block of a current segment: just invalid, never handed out again in this segment */
     struct f2fs_summary s = mksum(9, 0, 0);
     uint32_t a1, a2;
-    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, &a1), 0);
+    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, NULL_ADDR, &a1), 0);
     seg_invalidate_block(sm, a1);
     CHECK(!seg_block_valid(sm, a1));
-    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, &a2), 0);
+    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, NULL_ADDR, &a2), 0);
     CHECK_EQ(a2, a1 + 1);
     CHECK_EQ(seg_free_segments(sm), free0);
     CHECK_EQ(seg_prefree_segments(sm), 0);
@@ -659,7 +660,7 @@ static void invalidate_free_and_prefree(void)
     uint32_t moves = 0;
     for (uint32_t i = 0; i < 40 * BLKS; i++) {
         uint32_t addr;
-        int err = seg_alloc_block(sm, LOG_WARM_DATA, &s, &addr);
+        int err = seg_alloc_block(sm, LOG_WARM_DATA, &s, NULL_ADDR, &addr);
         if (err) {
             CHECK_EQ(err, -ENOSPC);
             break;
@@ -703,7 +704,7 @@ static void enospc_without_crash(void)
     int err;
     struct f2fs_summary s = mksum(77, 0, 0);
     uint32_t addr, last = 0;
-    while (!(err = seg_alloc_block(sm, LOG_WARM_DATA, &s, &addr))) {
+    while (!(err = seg_alloc_block(sm, LOG_WARM_DATA, &s, NULL_ADDR, &addr))) {
         CHECK(n == 0 || addr != last);
         last = addr;
         n++;
@@ -711,7 +712,7 @@ static void enospc_without_crash(void)
     CHECK_EQ(err, -ENOSPC);
     CHECK_EQ(n, (BLKS - off) + (uint64_t)free0 * BLKS - 1);
     CHECK_EQ(seg_free_segments(sm), 0);
-    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, &addr), -ENOSPC); /* stays so */
+    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, NULL_ADDR, &addr), -ENOSPC); /* stays so */
 
     /* the other logs fill their segments up to the last block */
     for (int t = 0; t < LOG_COUNT; t++) {
@@ -720,7 +721,7 @@ static void enospc_without_crash(void)
         uint32_t ts, to;
         log_pos(fs, (enum log_type)t, &ts, &to);
         uint32_t k = 0;
-        while (!(err = seg_alloc_block(sm, (enum log_type)t, &s, &addr)))
+        while (!(err = seg_alloc_block(sm, (enum log_type)t, &s, NULL_ADDR, &addr)))
             k++;
         CHECK_EQ(err, -ENOSPC);
         CHECK_EQ(k, BLKS - 1 - to);
@@ -744,8 +745,8 @@ static void enospc_without_crash(void)
     CHECK_EQ(seg_free_segments(sm), 1);
     /* with a reserve of one segment the data logs stop, the node logs may take it */
     seg_set_data_reserve(sm, 1);
-    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, &addr), -ENOSPC);
-    CHECK_EQ(seg_alloc_block(sm, LOG_COLD_NODE, &s, &addr), 0);
+    CHECK_EQ(seg_alloc_block(sm, LOG_WARM_DATA, &s, NULL_ADDR, &addr), -ENOSPC);
+    CHECK_EQ(seg_alloc_block(sm, LOG_COLD_NODE, &s, NULL_ADDR, &addr), 0);
     CHECK_EQ(seg_free_segments(sm), 0);
     uint32_t ns, no;
     log_pos(fs, LOG_COLD_NODE, &ns, &no);
@@ -778,7 +779,7 @@ static void *alloc_thread(void *p)
         x ^= x >> 7;
         x ^= x << 17;
         struct f2fs_summary s = mksum((uint32_t)(x >> 40), 0, (uint16_t)i);
-        int err = seg_alloc_block(a->sm, (enum log_type)(x % LOG_COUNT), &s, &a->addrs[i]);
+        int err = seg_alloc_block(a->sm, (enum log_type)(x % LOG_COUNT), &s, NULL_ADDR, &a->addrs[i]);
         if (err) {
             a->err = err;
             a->n = i;
@@ -929,7 +930,7 @@ static void random_work(struct f2fuse *fs, uint32_t *valid_nodes, uint32_t round
         struct f2fs_summary s = log_is_node(t) ? mksum(nid, 0, 0)
                                                : mksum(nid, (uint8_t)r, (uint16_t)(r >> 8));
         uint32_t addr;
-        int err = seg_alloc_block(sm, t, &s, &addr);
+        int err = seg_alloc_block(sm, t, &s, NULL_ADDR, &addr);
         CHECK_EQ(err, 0);
         if (err)
             break;
@@ -1040,7 +1041,7 @@ static void checkpoint_passes_fsck(void)
         for (uint32_t i = 0; i < count; i++) {
             enum log_type t = (enum log_type)(rnd() % LOG_COUNT);
             struct f2fs_summary s = mksum(3, 0, 0);
-            CHECK_EQ(seg_alloc_block(fs->seg, t, &s, &addrs[i]), 0);
+            CHECK_EQ(seg_alloc_block(fs->seg, t, &s, NULL_ADDR, &addrs[i]), 0);
         }
         /* free them in random order, half before a first checkpoint */
         for (uint32_t i = count - 1; i > 0; i--) {
@@ -1055,6 +1056,65 @@ static void checkpoint_passes_fsck(void)
         free(addrs);
         CHECK(fsck_clean(img));
     }
+    free_fs(fs);
+}
+
+/* Writeback turning reservations into blocks, and overwrites moving blocks, never change
+ * the space in use, and a reader running alongside never sees a block counted twice (it
+ * did, when the reservation was given back after the allocation: a false ENOSPC). */
+struct replace_arg {
+    struct seg_manager *sm;
+    atomic_bool stop;
+    uint64_t expect, seen_other;
+};
+
+static void *used_reader(void *p)
+{
+    struct replace_arg *a = p;
+    while (!atomic_load(&a->stop))
+        if (seg_used_blocks(a->sm) != a->expect)
+            a->seen_other++;
+    return NULL;
+}
+
+static void replace_keeps_used_steady(void)
+{
+    char img[300];
+    path_in(img, sizeof(img), "replace.img");
+    make_image(img, 512);
+    struct f2fuse *fs = open_loaded(img);
+    if (!fs)
+        return;
+    struct seg_manager *sm = fs->seg;
+    enum { N = 3000 };
+    uint64_t used0 = seg_used_blocks(sm);
+    seg_reserve(sm, N);
+    struct replace_arg a = {.sm = sm, .expect = used0 + N};
+    CHECK_EQ(seg_used_blocks(sm), a.expect);
+    pthread_t reader;
+    pthread_create(&reader, NULL, used_reader, &a);
+    uint32_t *addrs = calloc(N, sizeof(uint32_t));
+    int err = 0;
+    for (uint32_t i = 0; i < N && !err; i++) { /* every reservation written */
+        struct f2fs_summary s = mksum(100 + i / 900, 0, (uint16_t)(i % 900));
+        err = seg_alloc_block(sm, LOG_WARM_DATA, &s, NEW_ADDR, &addrs[i]);
+    }
+    for (uint32_t i = 0; i < N && !err; i += 3) { /* some overwritten in place of the old */
+        struct f2fs_summary s = mksum(100 + i / 900, 0, (uint16_t)(i % 900));
+        uint32_t old = addrs[i];
+        err = seg_alloc_block(sm, LOG_COLD_DATA, &s, old, &addrs[i]);
+        if (!err)
+            CHECK(!seg_block_valid(sm, old));
+    }
+    atomic_store(&a.stop, true);
+    pthread_join(reader, NULL);
+    CHECK_EQ(err, 0);
+    CHECK_EQ(a.seen_other, 0);
+    CHECK_EQ(seg_used_blocks(sm), used0 + N);
+    CHECK_EQ(seg_valid_blocks(sm), seg_used_blocks(sm)); /* no reservation left */
+    for (uint32_t i = 0; i < N; i++)
+        CHECK(seg_block_valid(sm, addrs[i]));
+    free(addrs);
     free_fs(fs);
 }
 
@@ -1079,6 +1139,7 @@ int main(void)
     RUN(invalidate_free_and_prefree);
     RUN(enospc_without_crash);
     RUN(threads_allocate_concurrently);
+    RUN(replace_keeps_used_steady);
     RUN(checkpoint_round_trip);
     RUN(checkpoint_passes_fsck);
 
