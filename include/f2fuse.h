@@ -33,6 +33,11 @@ struct f2fuse_options {
      * that alternating requesters share checkpoints (jbd2's batching); 0 = never wait. */
     unsigned checkpoint_batch_us;
     bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
+    /* Every checkpoint also writes every file's dirty data (checkpoint_data=all): a directory
+     * fsync then makes everything durable.  Off (checkpoint_data=metadata, the default), as
+     * in f2fs: regular files' data reaches the image by writeback, fsync, f2fuse_sync, the
+     * checkpoint_interval timer and unmount. */
+    bool checkpoint_all_data;
     /* Count a lookup reference for every inode an operation returns (lookup, mknod, mkdir,
      * symlink, link), released by f2fuse_forget: an unlinked inode (and its number) lives
      * until then.  The FUSE daemon sets it: the kernel's nodeids must not be reused while
@@ -201,9 +206,12 @@ int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const voi
                     size_t size, int flags);
 int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name);
 
-/* f2fuse_sync makes everything written so far durable (a checkpoint).  f2fuse_fsync makes
- * one inode durable: for a regular file with one name that the last checkpoint holds, by
- * writing its data and nodes for roll-forward recovery (no checkpoint); else a checkpoint. */
+/* f2fuse_sync makes everything written so far durable: every file's data, then a
+ * checkpoint.  f2fuse_fsync makes one inode durable: for a regular file with one name that
+ * the last checkpoint holds, by writing its data and nodes for roll-forward recovery (no
+ * checkpoint); any other regular file has its data written, then a checkpoint; a directory
+ * or symlink takes a checkpoint.  A checkpoint holds the whole namespace and every inode,
+ * but not the data of other regular files that were not written back yet (as f2fs). */
 int f2fuse_sync(struct f2fuse *fs);
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync);
 /* The same on behalf of a caller: its Linux I/O priority (ioprio_get(2); 0 = none) - without
@@ -217,6 +225,9 @@ struct f2fuse_caller {
 int f2fuse_sync_as(struct f2fuse *fs, const struct f2fuse_caller *who);
 int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
                     const struct f2fuse_caller *who);
+/* fsync of a directory the caller knows to be one: the checkpoint is requested at once,
+ * without taking any lock, so that it can join a checkpoint being batched. */
+int f2fuse_fsyncdir_as(struct f2fuse *fs, uint32_t ino, const struct f2fuse_caller *who);
 
 /* Discards the free space of the main area inside [start, start + len) (bytes on the device,
  * FITRIM's fstrim_range): a checkpoint first, so that what was freed is committed, then every

@@ -1,9 +1,11 @@
 /* f2fuse: mount an f2fs image with FUSE, or run one of the tools. */
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "fuse/ctl.h"
@@ -76,6 +78,40 @@ int set_main(int argc, char **argv)
     return status;
 }
 
+/* f2fuse sync MOUNTPOINT...: makes everything written to the mounts durable.  sync(1) never
+ * reaches a FUSE daemon; syncfs(2) still pushes the kernel's own dirty pages (writeback_cache)
+ * to the daemon, and the control socket then asks it for a checkpoint with all data. */
+int sync_main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: f2fuse sync MOUNTPOINT...\n");
+        return 2;
+    }
+    int status = 0;
+    for (int i = 1; i < argc; i++) {
+        int fd = open(argv[i], O_RDONLY | O_DIRECTORY);
+        if (fd >= 0) {
+            syncfs(fd);
+            close(fd);
+        }
+        char reply[512] = "";
+        FILE *out = fmemopen(reply, sizeof(reply) - 1, "w");
+        if (!out)
+            return 1;
+        int err = ctl_request(argv[i], "sync", out);
+        fclose(out);
+        if (err) {
+            fprintf(stderr, "f2fuse: error: %s: no f2fuse mount answers there (%s)\n", argv[i],
+                    strerror(-err));
+            status = 1;
+        } else if (strncmp(reply, "ok", 2) != 0) {
+            fprintf(stderr, "f2fuse: error: %s: %s", argv[i], reply[0] ? reply : "no reply\n");
+            status = 1;
+        }
+    }
+    return status;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -84,6 +120,7 @@ static void usage(FILE *out)
             "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
             "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
             "       f2fuse set MOUNTPOINT NAME=VALUE...    change tunables of a running mount\n"
+            "       f2fuse sync MOUNTPOINT...              make everything written durable\n"
             "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
             "mount flags: -f foreground, -d debug (implies -f), -s single-threaded\n");
     mount_options_help(out);
@@ -102,6 +139,8 @@ int main(int argc, char **argv)
         return stat_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "set") == 0)
         return set_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "sync") == 0)
+        return sync_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "trim") == 0)
         return trim_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "info") == 0)

@@ -263,14 +263,19 @@ static int cp_flush(struct f2fuse *fs)
 }
 
 /* Commits everything written so far as a new checkpoint in the other pack
- * (f2fs_write_checkpoint / do_checkpoint).  Order: data pages, then node pages (data
- * writeback dirties direct nodes), then NAT and SIT blocks into their alternate copies;
- * then the pack: all of it but its last block, a flush, the last block, a flush.  Until
- * that last block is on disk the previous checkpoint stays the valid one, and nothing it
- * references has been overwritten.  The caller holds cp_lock for writing. */
-int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, uint32_t norphans)
+ * (f2fs_write_checkpoint / do_checkpoint).  Order: directory and symlink blocks (every data
+ * page with CP_ALL_DATA or at unmount), then node pages (data writeback dirties direct
+ * nodes), then NAT and SIT blocks into their alternate copies; then the pack: all of it
+ * but its last block, a flush, the last block, a flush.  Until that last block is on disk
+ * the previous checkpoint stays the valid one, and nothing it references has been
+ * overwritten.  Data the flusher wrote is on disk before this starts (it holds cp_lock
+ * while its blocks are in flight), so the flush before the last block covers it too.
+ * The caller holds cp_lock for writing. */
+int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope,
+                     const uint32_t *orphans, uint32_t norphans)
 {
-    int err = data_writeback(fs, 0);
+    bool all = umount || scope == CP_ALL_DATA || fs->opts.checkpoint_all_data;
+    int err = all ? data_writeback(fs, 0) : data_writeback_metadata(fs);
     if (!err)
         err = node_writeback(fs, 0);
     if (!err)
@@ -294,7 +299,9 @@ int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, ui
     memcpy(cp, fs->cp_block, F2FS_BLKSIZE);
     uint64_t version = fs->cp_ver + 1;
     cp->checkpoint_ver = htole64(version);
-    cp->valid_block_count = htole64(seg_valid_blocks(fs->seg));
+    /* SIT-valid blocks plus the NEW_ADDR data pointers the nodes just written hold (every
+     * new node is written, so no node reservation is left): what fsck counts. */
+    cp->valid_block_count = htole64(seg_used_blocks(fs->seg));
     seg_fill_checkpoint(fs->seg, cp);
     nat_fill_checkpoint(fs->nat, cp);
     /* Flags f2fuse writes: nothing optional (no compact summaries, no nat_bits), so the

@@ -26,6 +26,7 @@ struct cp_request {
     struct cp_request *next;
     uint64_t queued_ns;
     uint32_t tid; /* the caller's thread id, 0 = anonymous */
+    enum cp_scope scope;
     int result;
     bool done;
 };
@@ -38,7 +39,7 @@ static uint64_t now_ns(void)
 }
 
 /* Writes one checkpoint with its I/O at prio; the caller holds no lock. */
-static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio)
+static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scope)
 {
     uint32_t n;
     uint32_t *orphans = inode_orphans(fs, &n);
@@ -51,7 +52,7 @@ static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio)
     /* after a failure, every later request hears EIO (the kernel's cp_error) */
     int err = __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE) ? -EIO : 0;
     if (!err)
-        err = checkpoint_write(fs, false, orphans, orphans ? n : 0);
+        err = checkpoint_write(fs, false, scope, orphans, orphans ? n : 0);
     int none = 0;
     if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
                                            __ATOMIC_ACQUIRE)) {
@@ -172,10 +173,14 @@ static void *merge_thread(void *arg)
         batch_wait(fs, cc);
         struct cp_request *batch = cc->head;
         cc->head = cc->tail = NULL;
+        enum cp_scope scope = CP_METADATA;
+        for (const struct cp_request *r = batch; r; r = r->next)
+            if (r->scope == CP_ALL_DATA)
+                scope = CP_ALL_DATA;
         pthread_mutex_unlock(&cc->lock);
 
         uint64_t started = now_ns();
-        int result = checkpoint_run(fs, BLK_PRIO_HIGH);
+        int result = checkpoint_run(fs, BLK_PRIO_HIGH, scope);
 
         pthread_mutex_lock(&cc->lock);
         uint64_t served = 0, done_ns = now_ns(), took = done_ns - started;
@@ -198,19 +203,20 @@ static void *merge_thread(void *arg)
     return NULL;
 }
 
-int checkpoint_request(struct f2fuse *fs, enum blk_prio prio)
+int checkpoint_request(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scope)
 {
-    return checkpoint_request_by(fs, prio, 0);
+    return checkpoint_request_by(fs, prio, 0, scope);
 }
 
-int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid)
+int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid,
+                          enum cp_scope scope)
 {
     if (!fs->seg)
         return 0;
     struct cp_control *cc = &fs->cpc;
     if (!cc->running) {
         uint64_t start = now_ns();
-        int err = checkpoint_run(fs, prio); /* the baseline: at the requester's priority */
+        int err = checkpoint_run(fs, prio, scope); /* the baseline: the requester's priority */
         pthread_mutex_lock(&cc->lock);
         cc->requests++;
         cc->checkpoints++;
@@ -221,7 +227,7 @@ int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid)
         pthread_mutex_unlock(&cc->lock);
         return err;
     }
-    struct cp_request req = {.queued_ns = now_ns(), .tid = tid};
+    struct cp_request req = {.queued_ns = now_ns(), .tid = tid, .scope = scope};
     pthread_mutex_lock(&cc->lock);
     cc->requests++;
     note_caller(cc, tid, req.queued_ns);

@@ -337,6 +337,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     uint64_t key = data_key(ii->ino, index);
     struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
     if (page) {
+        page->checkpoint_data = !S_ISREG(ii->mode); /* it may have come in by a read */
         *out = page;
         return 0;
     }
@@ -360,6 +361,8 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     }
     if (!err)
         err = pcache_get(fs->cache, PAGE_DATA, key, from, &page);
+    if (!err)
+        page->checkpoint_data = !S_ISREG(ii->mode);
     if (reserved) {
         if (err) { /* no page will ever be written for it: give the reservation back */
             *dn.addr = htole32(NULL_ADDR);
@@ -589,11 +592,12 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
             uint32_t addr;
             err = data_map(fs, ii, ri, index, 1, &addr);
             struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
-            if (!err && !page && addr != NULL_ADDR)
+            if (!err && !page && addr != NULL_ADDR) /* data_map: NEW_ADDR reads as a hole */
                 err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, index), addr, &page);
             if (err)
                 return err;
             if (page) {
+                page->checkpoint_data = !S_ISREG(ii->mode);
                 size_t keep = new_size % F2FS_BLKSIZE;
                 memset((uint8_t *)page->data + keep, 0, F2FS_BLKSIZE - keep);
                 pcache_mark_dirty(fs->cache, page);
@@ -658,10 +662,15 @@ int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
     return err;
 }
 
-/* Writes every dirty data page (of inode only_ino, when not 0) to a new block of its log,
- * pointing the file at it.  Runs inside a checkpoint before node writeback, or for one
- * file's fsync. */
-int data_writeback(struct f2fuse *fs, uint32_t only_ino)
+static bool page_of_metadata(const struct page *page, void *arg)
+{
+    return page->checkpoint_data;
+}
+
+/* Writes every dirty data page match selects to a new block of its log, pointing the file
+ * at it.  Runs inside a checkpoint before node writeback, or for one file's fsync. */
+static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page *, void *),
+                              void *arg)
 {
     enum { BATCH = 1024 };
     struct page **pages = fs_malloc(fs, BATCH * sizeof(*pages));
@@ -669,9 +678,7 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
     struct blk_req **rp = fs_malloc(fs, BATCH * sizeof(*rp));
     int err = pages && reqs && rp ? 0 : -ENOMEM;
     while (!err) {
-        size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA,
-                                              only_ino ? page_of_inode : NULL, &only_ino, pages,
-                                              BATCH);
+        size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA, match, arg, pages, BATCH);
         if (n == 0)
             break;
         qsort(pages, n, sizeof(*pages), key_order); /* file order: contiguous blocks */
@@ -717,6 +724,16 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino)
     free(reqs);
     free(rp);
     return err;
+}
+
+int data_writeback(struct f2fuse *fs, uint32_t only_ino)
+{
+    return writeback_matching(fs, only_ino ? page_of_inode : NULL, &only_ino);
+}
+
+int data_writeback_metadata(struct f2fuse *fs)
+{
+    return writeback_matching(fs, page_of_metadata, NULL);
 }
 
 uint64_t data_max_size(const struct inode_info *ii)

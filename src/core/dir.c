@@ -124,13 +124,18 @@ static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct
                          uint64_t index, struct page **page)
 {
     *page = pcache_find(fs->cache, PAGE_DATA, dir_key(dir, index));
-    if (*page)
+    if (*page) {
+        (*page)->checkpoint_data = true;
         return 0;
+    }
     uint32_t addr;
     int err = data_map(fs, dir, &page_node(dpage)->i, index, 1, &addr);
     if (err || addr == NULL_ADDR)
         return err;
-    return pcache_get(fs->cache, PAGE_DATA, dir_key(dir, index), addr, page);
+    err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, index), addr, page);
+    if (!err)
+        (*page)->checkpoint_data = true;
+    return err;
 }
 
 /* Where an entry was found: in block page (referenced) or, for an inline directory, in

@@ -834,7 +834,9 @@ int f2fuse_trim_progress(struct f2fuse *fs, uint64_t start, uint64_t len, uint64
     /* One issuer at a time: the background thread finishes its round first, so nothing of
      * this range is in flight and everything queued here is counted here. */
     pthread_mutex_lock(&dc->issue_lock);
-    err = checkpoint_request(fs, BLK_PRIO_NORMAL); /* what was freed becomes free in a durable checkpoint */
+    /* what was freed becomes free in a durable checkpoint; the data first, so that the
+     * free space trimmed is what stays free */
+    err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
     struct issuer is = {0};
     bool stopped = false;
     if (!err && first < last) {

@@ -298,12 +298,6 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
         err = fs_reserve(fs, 8);
     if (err)
         return err;
-    /* Known to need a checkpoint: ask for it without taking cp_lock first, so that the
-     * request queues up while a checkpoint runs and can be merged into the next one. */
-    if (!fs->opts.fsync_fast || needs_checkpoint(fs, ino)) {
-        atomic_fetch_add(&fs->fsync_checkpoint, 1);
-        return checkpoint_request_by(fs, prio, tid);
-    }
     file_begin(fs, ino);
     struct page *ipage;
     struct inode_info ii;
@@ -312,15 +306,17 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
     if (!err) {
         fast = fs->opts.fsync_fast && S_ISREG(ii.mode) && ii.links == 1 &&
                !needs_checkpoint(fs, ino) && seg_next_blkaddr(fs->seg, LOG_WARM_NODE) != 0;
-        if (fast) {
+        /* A regular file's data goes first either way: a checkpoint does not write it. */
+        if (S_ISREG(ii.mode)) {
             pthread_mutex_lock(&fs->fsync_lock);
             fs->io_prio = prio; /* no checkpoint runs (cp_lock), no other fsync (fsync_lock) */
-            pcache_mark_dirty(fs->cache, ipage); /* the inode carries the fsync mark */
+            if (fast)
+                pcache_mark_dirty(fs->cache, ipage); /* the inode carries the fsync mark */
             writeback_wait_inode(fs, ino); /* the flusher's blocks land before our flush */
             err = data_writeback(fs, ino);
-            if (!err)
+            if (!err && fast)
                 err = node_writeback(fs, ino);
-            if (!err) {
+            if (!err && fast) {
                 struct blk_req req = {.op = BLK_FLUSH, .prio = prio};
                 struct blk_req *r = &req;
                 err = blk_submit_wait(fs->dev, &r, 1);
@@ -344,7 +340,21 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
         return 0;
     }
     atomic_fetch_add(&fs->fsync_checkpoint, 1);
-    return checkpoint_request_by(fs, prio, tid);
+    return checkpoint_request_by(fs, prio, tid, CP_METADATA);
+}
+
+int f2fuse_fsyncdir_as(struct f2fuse *fs, uint32_t ino, const struct f2fuse_caller *who)
+{
+    if (!fs->seg)
+        return 0;
+    int err = fs_writable(fs);
+    if (!err)
+        err = fs_reserve(fs, 8);
+    if (err)
+        return err;
+    atomic_fetch_add(&fs->fsync_checkpoint, 1);
+    return checkpoint_request_by(fs, blk_prio_of_ioprio(who ? who->ioprio : 0),
+                                 who && who->tid > 0 ? (uint32_t)who->tid : 0, CP_METADATA);
 }
 
 /* The public entry points: an operation that fails part-way turns the mount read-only

@@ -44,7 +44,7 @@ const char *f2fuse_option_names(void)
 {
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, checkpoint_batch_us=N, "
-           "fsync=fast|checkpoint, discard, nodiscard, discard_mode=block|serial|parallel, "
+           "fsync=fast|checkpoint, checkpoint_data=metadata|all, discard, nodiscard, discard_mode=block|serial|parallel, "
            "discard_max=BYTES[K|M|G], discard_qd=N, "
            "dirty_bytes=BYTES, dirty_ratio=PCT, dirty_background_bytes=BYTES, "
            "dirty_background_ratio=PCT, dirty_expire_ms=MS, writeback_interval_ms=MS, "
@@ -122,7 +122,8 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     if (!value)
         return strcmp(name, "backend") && strcmp(name, "queue_depth") &&
                        strcmp(name, "cache_size") && strcmp(name, "checkpoint_interval") &&
-                       strcmp(name, "fsync") && strcmp(name, "powercut") &&
+                       strcmp(name, "fsync") && strcmp(name, "checkpoint_data") &&
+                       strcmp(name, "powercut") &&
                        strcmp(name, "powercut_seed")
                    ? -ENOENT
                    : -EINVAL;
@@ -131,6 +132,15 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
             o->fsync_fast = true;
         else if (strcmp(value, "checkpoint") == 0)
             o->fsync_fast = false;
+        else
+            return -EINVAL;
+        return 0;
+    }
+    if (strcmp(name, "checkpoint_data") == 0) {
+        if (strcmp(value, "metadata") == 0)
+            o->checkpoint_all_data = false;
+        else if (strcmp(value, "all") == 0)
+            o->checkpoint_all_data = true;
         else
             return -EINVAL;
         return 0;
@@ -253,7 +263,7 @@ static int open_rw(struct f2fuse *fs)
     free(orphans);
     if (!err && norphans) {
         log_info("freed %u orphan inode(s) left by an unclean unmount", norphans);
-        err = checkpoint_write(fs, false, NULL, 0);
+        err = checkpoint_write(fs, false, CP_ALL_DATA, NULL, 0);
     }
     if (!err)
         err = checkpoint_merge_start(fs);
@@ -365,7 +375,7 @@ void f2fuse_close(struct f2fuse *fs)
             /* The last checkpoint, marked as a clean unmount. */
             orphans = inode_orphans(fs, &n);
             pthread_rwlock_wrlock(&fs->cp_lock);
-            err = orphans ? checkpoint_write(fs, true, orphans, n) : -ENOMEM;
+            err = orphans ? checkpoint_write(fs, true, CP_ALL_DATA, orphans, n) : -ENOMEM;
             pthread_rwlock_unlock(&fs->cp_lock);
             free(orphans);
         }
@@ -511,13 +521,13 @@ void fs_after_change(struct f2fuse *fs)
 
 int f2fuse_sync(struct f2fuse *fs)
 {
-    return checkpoint_request(fs, BLK_PRIO_NORMAL);
+    return checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
 }
 
 int f2fuse_sync_as(struct f2fuse *fs, const struct f2fuse_caller *who)
 {
     return checkpoint_request_by(fs, blk_prio_of_ioprio(who ? who->ioprio : 0),
-                                 who && who->tid > 0 ? (uint32_t)who->tid : 0);
+                                 who && who->tid > 0 ? (uint32_t)who->tid : 0, CP_ALL_DATA);
 }
 
 static void *checkpoint_thread(void *arg)
@@ -535,7 +545,9 @@ static void *checkpoint_thread(void *arg)
             break;
         pthread_mutex_unlock(&fs->cp_thread_lock);
         if (pcache_dirty_count(fs->cache, PAGE_DATA) || pcache_dirty_count(fs->cache, PAGE_NODE))
-            checkpoint_request(fs, BLK_PRIO_LOW); /* background work */
+            /* sync(1) never reaches a FUSE daemon: the interval is what bounds the loss of
+             * un-fsync'ed data, so this one writes the data too */
+            checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
         pthread_mutex_lock(&fs->cp_thread_lock);
     }
     pthread_mutex_unlock(&fs->cp_thread_lock);

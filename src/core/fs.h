@@ -126,17 +126,29 @@ int fs_corrupt(struct f2fuse *fs, const char *fmt, ...) __attribute__((format(pr
 /* super.c */
 int super_load(struct f2fuse *fs);
 
+/* What a checkpoint writes besides the nodes, NAT, SIT and the pack.  As the kernel's f2fs:
+ * a checkpoint is a consistent view of the metadata, and regular files' data gets there
+ * by writeback (writeback.c) or fsync; a reserved block whose data is not written yet is
+ * recorded as NEW_ADDR and reads as zeros after a crash.  Directory and symlink blocks are
+ * metadata (every checkpoint writes them).  CP_ALL_DATA also writes every dirty data page
+ * first: sync, syncfs and unmount (the VFS's sync_filesystem does that before ->sync_fs),
+ * and the callers that need the space writeback frees (pressure, GC). */
+enum cp_scope { CP_METADATA, CP_ALL_DATA };
+
 /* checkpoint.c */
 int checkpoint_load(struct f2fuse *fs);
-int checkpoint_write(struct f2fuse *fs, bool umount, const uint32_t *orphans, uint32_t norphans);
+int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope,
+                     const uint32_t *orphans, uint32_t norphans);
 /* The orphan inodes the valid checkpoint lists (malloc'ed array). */
 int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count);
 
 /* checkpoint_merge.c: every checkpoint request goes through checkpoint_request, which
- * returns once a checkpoint that started after the call has committed. */
-int checkpoint_request(struct f2fuse *fs, enum blk_prio prio);
+ * returns once a checkpoint that started after the call, with at least scope, has
+ * committed (merged requests get the widest scope among them). */
+int checkpoint_request(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scope);
 /* The same for a known caller (thread id; 0 = anonymous: timer, pressure, GC). */
-int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid);
+int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid,
+                          enum cp_scope scope);
 /* Parses checkpoint_batch_us; -ENOENT for any other name. */
 int checkpoint_merge_option_set(struct f2fuse_options *o, const char *name, const char *value);
 int checkpoint_merge_start(struct f2fuse *fs);
@@ -227,6 +239,8 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
 /* Frees every block and node of a file, past its size too (fallocate KEEP_SIZE). */
 int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
+/* The same for the pages every checkpoint writes: directory and symlink blocks. */
+int data_writeback_metadata(struct f2fuse *fs);
 /* Gives the file block of data page dpage a new block in its data log (the cold one for data
  * GC moves) and points the file at it (the old block turns invalid); the caller writes the
  * page there.  Holds the inode's stripe. */

@@ -276,7 +276,7 @@ static int gc_round(struct f2fuse *fs, bool background, enum gc_policy policy, u
     free(ssa);
     free(v);
     if (n && !err)
-        err = checkpoint_request(fs, prio); /* writes the moved pages: the victims empty */
+        err = checkpoint_request(fs, prio, CP_ALL_DATA); /* writes the moved pages */
     for (unsigned i = 0; i < n; i++) {
         if (seg_gc_done(fs->seg, victims[i], !err))
             (*cleaned)++;
@@ -320,7 +320,7 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
         if (!synced && (seg_prefree_segments(fs->seg) || pcache_dirty_count(fs->cache, PAGE_DATA) ||
                         pcache_dirty_count(fs->cache, PAGE_NODE))) {
             synced = true;
-            err = checkpoint_request(fs, BLK_PRIO_NORMAL);
+            err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
             if (err)
                 break;
             continue;

@@ -292,7 +292,7 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
         }
     }
     if (!err)
-        err = checkpoint_write(fs, false, NULL, 0);
+        err = checkpoint_write(fs, false, CP_ALL_DATA, NULL, 0);
     seg_release_holds(fs->seg);
     if (err) {
         log_err("roll-forward recovery failed: %s", strerror(-err));

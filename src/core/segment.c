@@ -687,6 +687,9 @@ static int check_loaded(struct seg_manager *sm)
                                   lg->next_blkoff);
     }
     sm->valid_blocks = all;
+    /* The checkpoint counts NEW_ADDR data pointers too (blocks reserved, not yet written
+     * when it was taken): they stay reserved until written or freed. */
+    sm->reserved_blocks = (int64_t)(le64(fs->cp->valid_block_count) - all);
     return 0;
 }
 

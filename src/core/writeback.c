@@ -286,7 +286,7 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
         pthread_mutex_lock(&wb->lock);
         wb->cp_requests++;
         pthread_mutex_unlock(&wb->lock);
-        int err = checkpoint_request(fs, BLK_PRIO_LOW);
+        int err = checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
         return err ? err : 0; /* then a pause: a full image must not loop on checkpoints */
     }
 
@@ -386,7 +386,7 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
             log_warn("background writeback of inode %u: %s; leaving it to a checkpoint",
                      first_ino, strerror(-err));
         wb->soft_error_logged = true;
-        int cerr = checkpoint_request(fs, BLK_PRIO_LOW);
+        int cerr = checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
         return cerr ? cerr : 0;
     }
     return (int)assigned;

@@ -742,8 +742,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 {
     struct daemon *d = daemon_of(req);
     struct f2fuse_caller who = requester(req);
-    /* A directory is made durable by a checkpoint: request it directly. */
-    int err = d->read_only ? 0 : f2fuse_sync_as(d->fs, &who);
+    int err = d->read_only ? 0 : f2fuse_fsyncdir_as(d->fs, to_f2fs(d, ino), &who);
     count(d, OP_FSYNCDIR, err);
     reply_err(req, err);
 }
@@ -879,6 +878,14 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
     struct daemon *d = arg;
     if (strncmp(command, "set ", 4) == 0)
         return ctl_set(d, command + 4, out);
+    if (strcmp(command, "sync") == 0) { /* `f2fuse sync`: what sync(1) cannot ask of us */
+        int err = d->read_only ? 0 : f2fuse_sync(d->fs);
+        if (err)
+            fprintf(out, "error: %s\n", strerror(-err));
+        else
+            fprintf(out, "ok\n");
+        return 0;
+    }
     if (strcmp(command, "stat") != 0)
         return -EINVAL;
     f2fuse_stats(d->fs, print_stat, out);
