@@ -285,6 +285,12 @@ int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope,
     if (err)
         return err;
 
+    /* The flusher's blocks in flight may be what those nodes point at: on the device (or
+     * failed: then no commit) before the pack's flush. */
+    writeback_wait_io(fs);
+    if (__atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE))
+        return -EIO;
+
     uint32_t orphan_blocks = (norphans + ORPHANS_PER_BLOCK - 1) / ORPHANS_PER_BLOCK;
     uint32_t sum_blocks = umount ? 6 : 3;
     uint32_t total = 1 + orphan_blocks + sum_blocks + 1;

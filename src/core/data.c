@@ -380,6 +380,24 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     return 0;
 }
 
+int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                       uint64_t index)
+{
+    struct dnode dn;
+    int err = dnode_get(fs, ii, ipage, index, true, &dn);
+    if (err)
+        return err;
+    if (le32(*dn.addr) == NULL_ADDR) {
+        *dn.addr = htole32(NEW_ADDR);
+        inode_add_blocks(ipage, 1);
+        seg_reserve(fs->seg, 1);
+        pcache_mark_dirty(fs->cache, dn.page);
+        pcache_mark_dirty(fs->cache, ipage);
+    }
+    dnode_put(fs, ipage, &dn);
+    return 0;
+}
+
 /* Moves inline data into block 0 (f2fs_convert_inline_inode). */
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {

@@ -219,6 +219,11 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off);
 uint64_t data_max_size(const struct inode_info *ii);
+/* fallocate (f2fs_expand_inode_data): block index becomes NEW_ADDR when it is a hole -
+ * counted in i_blocks and the used space, reading as zeros, written by nobody until data
+ * comes; a checkpoint persists it as it is. */
+int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                       uint64_t index);
 
 /* Where the pointer to one file block lives: in the inode or in a direct node. */
 struct dnode {

@@ -7,10 +7,16 @@
  * since the checkpoint stays unused until the next one).
  *
  * One chunk = dirty pages of one inode, in file order, at most ~100 ms of device time:
- *   cp_lock shared (a checkpoint cannot run between pointing the nodes at the new blocks
- *   and those blocks landing) -> the inode's stripe: collect, assign blocks, copy the data
- *   into the flusher's buffer, mark the pages clean -> stripe dropped (writers go on) ->
- *   one request per run of consecutive blocks at low priority -> pages put.
+ *   cp_lock shared -> the inode's stripe: collect, assign blocks, copy the data into the
+ *   flusher's buffer, mark the pages clean -> stripe and cp_lock dropped (writers and
+ *   checkpoints go on) -> one request per run of consecutive blocks at low priority ->
+ *   pages put.  A checkpoint that starts while the chunk is in flight records node pages
+ *   pointing at its blocks; it waits for the chunk (writeback_wait_io) just before its
+ *   commit flush, so the blocks are on the device before the pack that references them,
+ *   and its own node, NAT and SIT writes overlap the chunk.  (Holding cp_lock through the
+ *   I/O, as before, made every checkpoint wait for the chunk first — and kept the
+ *   background writes off the device while one ran, which hid seed 000's priority
+ *   inversion: a low-priority checkpoint could never be stuck behind them.)
  * The pages stay referenced through the I/O, so a reader finds them in the cache and never
  * reads a block still being written; fsync of that inode waits for the chunk
  * (writeback_wait_inode) so that its flush covers it. */
@@ -41,6 +47,7 @@ struct wb_control {
     uint32_t inflight[WB_MAX_INODES]; /* inodes of the chunk being written */
     unsigned ninflight;      /* written by the flusher under lock; read by it without */
     bool soft_error_logged;
+    bool io_busy;            /* a chunk's writes are in flight (cp_lock already dropped) */
 
     /* the flusher's own (only it touches them) */
     uint8_t *buf;
@@ -291,7 +298,7 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
     }
 
     pthread_rwlock_rdlock(&fs->cp_lock);
-    if (fs->write_error) {
+    if (__atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE)) {
         pthread_rwlock_unlock(&fs->cp_lock);
         return -EIO;
     }
@@ -329,6 +336,13 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
             break;
     }
 
+    /* The nodes point at the chunk's blocks: from here on a checkpoint may run, and waits
+     * for the writes only before its commit (writeback_wait_io). */
+    pthread_mutex_lock(&wb->lock);
+    wb->io_busy = assigned > 0;
+    pthread_mutex_unlock(&wb->lock);
+    pthread_rwlock_unlock(&fs->cp_lock);
+
     /* One request per run of consecutive blocks: the buffer is in the same order. */
     unsigned nreq = 0;
     for (size_t i = 0; i < assigned; i++) {
@@ -351,17 +365,18 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
          * blocks), and the mount turns read-only as after a failed fsync. */
         for (size_t i = 0; i < assigned; i++)
             pcache_mark_dirty(fs->cache, wb->pages[i]);
-        if (!fs->write_error) {
-            fs->write_error = ioerr;
+        int none = 0;
+        if (__atomic_compare_exchange_n(&fs->write_error, &none, ioerr, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
             log_err("background writeback failed: %s; the mount turns read-only",
                     strerror(-ioerr));
-        }
     }
     for (size_t i = 0; i < held; i++)
         pcache_put(fs->cache, wb->pages[i]);
     pthread_mutex_lock(&wb->lock);
     unsigned inodes = wb->ninflight;
     wb->ninflight = 0;
+    wb->io_busy = false;
     if (!ioerr && assigned) {
         wb_bw_account(&wb->est, assigned * (uint64_t)F2FS_BLKSIZE, took);
         wb->pages_written += assigned;
@@ -374,7 +389,6 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
         wb->errors++;
     pthread_cond_broadcast(&wb->progress);
     pthread_mutex_unlock(&wb->lock);
-    pthread_rwlock_unlock(&fs->cp_lock);
     if (!ioerr && assigned)
         atomic_fetch_add(&fs->data_pages_written, assigned);
     if (ioerr)
@@ -560,6 +574,17 @@ void writeback_wait_inode(struct f2fuse *fs, uint32_t ino)
         return;
     pthread_mutex_lock(&wb->lock);
     while (inflight_has(wb, ino))
+        pthread_cond_wait(&wb->progress, &wb->lock);
+    pthread_mutex_unlock(&wb->lock);
+}
+
+void writeback_wait_io(struct f2fuse *fs)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    pthread_mutex_lock(&wb->lock);
+    while (wb->io_busy)
         pthread_cond_wait(&wb->progress, &wb->lock);
     pthread_mutex_unlock(&wb->lock);
 }

@@ -38,6 +38,10 @@ void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes);
  * that the blocks its nodes point at are on the device before fsync's flush. */
 void writeback_wait_inode(struct f2fuse *fs, uint32_t ino);
 
+/* A checkpoint, holding cp_lock for writing, before its commit: waits until the flusher's
+ * chunk in flight (whose blocks the nodes it wrote may point at) is on the device. */
+void writeback_wait_io(struct f2fuse *fs);
+
 /* Every data writeback reports bytes written and the time the I/O took (the estimate). */
 void writeback_account(struct f2fuse *fs, uint64_t bytes, uint64_t busy_ns);
 uint64_t writeback_clock_ns(void);
