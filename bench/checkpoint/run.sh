@@ -29,10 +29,10 @@
 #                       two synchronous requesters, which can at best be served in pairs;
 #                       more requesters show what merging can do
 #   CP_BENCH_SLOW_OPTS  also run off/on (one C) on an emulated slow, saturated device with these
-#                       mount options (default "dev_bw=50M,dirty_background_bytes=256K": a
-#                       50 MB/s device whose queue serves checkpoint I/O before background
-#                       writeback before the idle-class C; the flusher keeps B's dirty data
-#                       small, so checkpoints carry little of it); "" = skip
+#                       mount options (default "dev_bw=50M": a 50 MB/s device whose queue
+#                       serves checkpoint I/O before background writeback (B's data, which
+#                       checkpoints do not write) before the idle-class C, as the seed's
+#                       BFQ with a low-weight cgroup for C); "" = skip
 #   CP_BENCH_TIMEOUT    seconds before thread A is given up (default 240)
 #   CP_BENCH_OPTS       extra f2fuse mount options (appended to every mount)
 #   CP_BENCH_DIR        where images and mount points live (default build/bench-checkpoint;
@@ -53,7 +53,7 @@ fsync_ops=${CP_BENCH_FSYNC_OPS:-2000}
 fsync_reps=${CP_BENCH_FSYNC_REPS:-3}
 do_ext4=${CP_BENCH_EXT4:-1}
 many_c=${CP_BENCH_MANY_C:-4}
-slow_opts=${CP_BENCH_SLOW_OPTS-dev_bw=50M,dirty_background_bytes=256K}
+slow_opts=${CP_BENCH_SLOW_OPTS-dev_bw=50M}
 a_timeout=${CP_BENCH_TIMEOUT:-240}
 extra_opts=${CP_BENCH_OPTS:+,$CP_BENCH_OPTS}
 dir=${CP_BENCH_DIR:-build/bench-checkpoint}

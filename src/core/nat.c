@@ -677,7 +677,7 @@ int nat_flush(struct nat_manager *nm)
             uint32_t target = nat_copy_addr(fs, b, !committed_copy(nm, b));
             slots[nslots] = (struct flush_slot){.block = b, .target = target, .first = i,
                                                 .end = end};
-            reqs[nslots] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_HIGH,
+            reqs[nslots] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio, /* the cp's */
                                             .off = (uint64_t)target * F2FS_BLKSIZE,
                                             .len = F2FS_BLKSIZE, .buf = buf};
             rp[nslots] = &reqs[nslots];
