@@ -49,6 +49,22 @@ int stat_main(int argc, char **argv)
     return 0;
 }
 
+/* Sends command to the mount's control socket; its one-line reply lands in reply.
+ * Prints why and returns non-zero when no mount answers. */
+static int ctl_ask(const char *mnt, const char *command, char *reply, size_t size)
+{
+    reply[0] = '\0';
+    FILE *out = fmemopen(reply, size - 1, "w");
+    if (!out)
+        return 1;
+    int err = ctl_request(mnt, command, out);
+    fclose(out);
+    if (err)
+        fprintf(stderr, "f2fuse: error: %s: no f2fuse mount answers there (%s)\n", mnt,
+                strerror(-err));
+    return err ? 1 : 0;
+}
+
 /* f2fuse set MOUNTPOINT name=value...: changes tunables of a running mount. */
 int set_main(int argc, char **argv)
 {
@@ -58,18 +74,10 @@ int set_main(int argc, char **argv)
     }
     int status = 0;
     for (int i = 2; i < argc; i++) {
-        char command[512], reply[512] = "";
+        char command[512], reply[512];
         snprintf(command, sizeof(command), "set %s", argv[i]);
-        FILE *out = fmemopen(reply, sizeof(reply) - 1, "w");
-        if (!out)
+        if (ctl_ask(argv[1], command, reply, sizeof(reply)))
             return 1;
-        int err = ctl_request(argv[1], command, out);
-        fclose(out);
-        if (err) {
-            fprintf(stderr, "f2fuse: error: %s: no f2fuse mount answers there (%s)\n", argv[1],
-                    strerror(-err));
-            return 1;
-        }
         if (strncmp(reply, "ok", 2) != 0) {
             fprintf(stderr, "f2fuse: %s: %s", argv[i], reply[0] ? reply : "no reply\n");
             status = 1;
@@ -94,15 +102,8 @@ int sync_main(int argc, char **argv)
             syncfs(fd);
             close(fd);
         }
-        char reply[512] = "";
-        FILE *out = fmemopen(reply, sizeof(reply) - 1, "w");
-        if (!out)
-            return 1;
-        int err = ctl_request(argv[i], "sync", out);
-        fclose(out);
-        if (err) {
-            fprintf(stderr, "f2fuse: error: %s: no f2fuse mount answers there (%s)\n", argv[i],
-                    strerror(-err));
+        char reply[512];
+        if (ctl_ask(argv[i], "sync", reply, sizeof(reply))) {
             status = 1;
         } else if (strncmp(reply, "ok", 2) != 0) {
             fprintf(stderr, "f2fuse: error: %s: %s", argv[i], reply[0] ? reply : "no reply\n");

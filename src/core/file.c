@@ -273,16 +273,26 @@ int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
     return f2fuse_fsync_as(fs, ino, datasync, NULL);
 }
 
+/* Before any fsync: writable, with room for the nodes it may write. */
+static int fsync_begin(struct f2fuse *fs)
+{
+    int err = fs_writable(fs);
+    return err ? err : fs_reserve(fs, 8);
+}
+
+static uint32_t caller_tid(const struct f2fuse_caller *who)
+{
+    return who && who->tid > 0 ? (uint32_t)who->tid : 0;
+}
+
 int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
                     const struct f2fuse_caller *who)
 {
     enum blk_prio prio = blk_prio_of_ioprio(who ? who->ioprio : 0);
-    uint32_t tid = who && who->tid > 0 ? (uint32_t)who->tid : 0;
+    uint32_t tid = caller_tid(who);
     if (!fs->seg)
         return 0;
-    int err = fs_writable(fs);
-    if (!err)
-        err = fs_reserve(fs, 8);
+    int err = fsync_begin(fs);
     if (err)
         return err;
     file_begin(fs, ino);
@@ -334,14 +344,12 @@ int f2fuse_fsyncdir_as(struct f2fuse *fs, uint32_t ino, const struct f2fuse_call
 {
     if (!fs->seg)
         return 0;
-    int err = fs_writable(fs);
-    if (!err)
-        err = fs_reserve(fs, 8);
+    int err = fsync_begin(fs);
     if (err)
         return err;
     atomic_fetch_add(&fs->fsync_checkpoint, 1);
-    return checkpoint_request_by(fs, blk_prio_of_ioprio(who ? who->ioprio : 0),
-                                 who && who->tid > 0 ? (uint32_t)who->tid : 0, CP_METADATA);
+    return checkpoint_request_by(fs, blk_prio_of_ioprio(who ? who->ioprio : 0), caller_tid(who),
+                                 CP_METADATA);
 }
 
 /* The public entry points: an operation that fails part-way turns the mount read-only
