@@ -229,7 +229,12 @@ static int gc_round(struct f2fuse *fs, bool background, enum gc_policy policy, u
     enum blk_prio prio = background ? BLK_PRIO_LOW : BLK_PRIO_NORMAL;
     uint32_t victims[GC_MAX_VICTIMS];
     unsigned n = 0;
-    uint64_t cost = 0, data_moved = 0, node_moved = 0;
+    uint64_t cost = 0, data_cost = 0, data_moved = 0, node_moved = 0;
+    /* Moved data may also fill slack space: with free segments this low the data logs
+     * reuse the free slots of other data segments (SSR, segment.c).  Without counting it, GC
+     * with the free segments down to the node logs' keep found nothing that fits and gave
+     * ENOSPC beside thousands of slack blocks. */
+    uint64_t slack = fs->opts.gc_ssr ? seg_ssr_blocks(fs->seg) : 0;
     struct f2fs_summary_block *ssa = blk_alloc_buf(F2FS_BLKSIZE);
     struct seg_gc_victim *v = malloc(sizeof(*v));
     *cleaned = 0;
@@ -252,11 +257,19 @@ static int gc_round(struct f2fuse *fs, bool background, enum gc_policy policy, u
         }
         bool node = ssa->footer.entry_type == SUM_TYPE_NODE;
         uint64_t c = move_cost(v, ssa, node);
-        if (cost + c > budget) {
+        /* A data victim's blocks may go to slack space; the direct nodes it dirties go to
+         * the node logs, which may dip into their keep by an eighth of a segment (each log
+         * may take one fresh segment per checkpoint, which the keep covers). */
+        bool fits = node ? cost + c <= budget
+                         : data_cost + v->valid <= budget + slack &&
+                               (cost - data_cost) + (c - v->valid) <= budget + BLKS / 8;
+        if (!fits) {
             seg_gc_done(fs->seg, v->segno, false); /* does not fit in this round */
             break;
         }
         cost += c;
+        if (!node)
+            data_cost += v->valid;
         victims[n++] = v->segno;
         for (unsigned off = 0; off < BLKS && !err; off++) {
             if (!(v->map[off >> 3] & (0x80u >> (off & 7))))

@@ -6,7 +6,7 @@
  * references are never overwritten (logs only append to free segments, and a segment freed
  * since the checkpoint stays unused until the next one).
  *
- * One chunk = dirty pages of one inode, in file order, at most ~100 ms of device time:
+ * One chunk = dirty pages of one inode, in file order, at most ~25 ms of device time:
  *   cp_lock shared -> the inode's stripe: collect, assign blocks, copy the data into the
  *   flusher's buffer, mark the pages clean -> stripe and cp_lock dropped (writers and
  *   checkpoints go on) -> one request per run of consecutive blocks at low priority ->

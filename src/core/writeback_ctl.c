@@ -96,7 +96,7 @@ void wb_bw_account(struct wb_bw_est *e, uint64_t bytes, uint64_t busy_ns)
 
 unsigned wb_chunk_pages(uint64_t bw)
 {
-    uint64_t pages = bw / 10 / PAGE;
+    uint64_t pages = bw / 40 / PAGE;
     if (pages < 64)
         pages = 64;
     if (pages > 1024)

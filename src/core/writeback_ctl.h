@@ -74,12 +74,11 @@ void wb_bw_init(struct wb_bw_est *e);
 /* bytes took busy_ns of writeback I/O (submit to completion). */
 void wb_bw_account(struct wb_bw_est *e, uint64_t bytes, uint64_t busy_ns);
 
-/* Pages the flusher writes in one go: ~100 ms of device time at the estimate, between 64
+/* Pages the flusher writes in one go: ~25 ms of device time at the estimate, between 64
  * and 1024 pages (256 KiB .. 4 MiB).  A checkpoint waits for the chunk in flight before its
  * commit, whatever its priority, so this bounds how long background writeback can hold up
- * a high-priority checkpoint (seed 000's p99 ~90 ms on a 50 MB/s device; 25 ms chunks
- * cut that, but made test_gc's 90%-full churn hit an ENOSPC corner of GC's reserve -
- * see the #4 notes). */
+ * a high-priority checkpoint (100 ms chunks made seed 000's p99 ~90 ms on a 50 MB/s
+ * device); the flusher goes on with the next chunk at once while data is due. */
 unsigned wb_chunk_pages(uint64_t bw);
 
 #endif

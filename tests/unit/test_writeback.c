@@ -162,7 +162,7 @@ static void estimate_converges_and_ignores_idle(void)
 static void chunk_size_bounds(void)
 {
     CHECK_EQ(wb_chunk_pages(1), 64);
-    CHECK_EQ(wb_chunk_pages(25 * MiB), 25 * MiB / 10 / 4096);
+    CHECK_EQ(wb_chunk_pages(25 * MiB), 25 * MiB / 40 / 4096);
     CHECK_EQ(wb_chunk_pages(10000 * MiB), 1024);
 }
 
