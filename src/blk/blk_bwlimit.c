@@ -14,6 +14,10 @@
 #include "blk/blk_internal.h"
 
 #define BW_AGING_NS 250000000ull /* 250 ms */
+/* The idle class is served only once the device has had no other I/O for this long (as
+ * CFQ's and BFQ's idle class: a short gap between two background writes does not count as
+ * idle); aging still lets it through after BW_AGING_NS. */
+#define BW_IDLE_GRACE_NS 20000000ull /* 20 ms */
 #define BW_SLICE_BYTES (256u << 10) /* the emulated device's largest transfer */
 
 struct bw_ticket {
@@ -63,10 +67,13 @@ static struct bw_ticket *bw_next(struct blk_dev *dev, uint64_t now)
     }
     if (aged)
         return aged;
-    for (unsigned c = 0; c < BLK_BW_CLASSES; c++)
+    for (unsigned c = 0; c < BLK_BW_CLASSES - 1; c++)
         if (dev->bw_queue[c])
             return dev->bw_queue[c];
-    return NULL;
+    struct bw_ticket *idle = dev->bw_queue[BLK_BW_CLASSES - 1];
+    if (idle && now - dev->bw_last_busy_ns < BW_IDLE_GRACE_NS)
+        return NULL; /* not idle long enough: the idle class waits (aging lets it in) */
+    return idle;
 }
 
 static void bw_dequeue(struct blk_dev *dev, unsigned c, struct bw_ticket *t)
@@ -127,6 +134,8 @@ void blk_bwlimit_wait(struct blk_dev *dev, struct blk_req *const *reqs, unsigned
         uint64_t slice = bytes < BW_SLICE_BYTES ? bytes : BW_SLICE_BYTES;
         uint64_t cost = (uint64_t)((double)slice * 1e9 / (double)bw);
         dev->bw_busy_until_ns = now + cost;
+        if (c != BLK_BW_CLASSES - 1)
+            dev->bw_last_busy_ns = now + cost;
         bytes -= slice;
         service += cost;
         pthread_mutex_unlock(&dev->bw_lock);

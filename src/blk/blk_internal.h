@@ -111,6 +111,7 @@ struct blk_dev {
     pthread_mutex_t bw_lock;
     pthread_cond_t bw_cond;        /* CLOCK_MONOTONIC */
     uint64_t bw_busy_until_ns;     /* CLOCK_MONOTONIC */
+    uint64_t bw_last_busy_ns;      /* when a batch of a class above IDLE last held it */
     struct bw_ticket *bw_queue[BLK_BW_CLASSES];
     atomic_uint_fast64_t bw_wait_ns;
     atomic_uint_fast64_t bw_class_wait_ns[BLK_BW_CLASSES]; /* queueing only, per class */

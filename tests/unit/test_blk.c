@@ -709,6 +709,45 @@ static void test_bw_limit_priorities(void)
     close_and_remove(dev);
 }
 
+/* The idle class waits for the device to be idle, not for a gap between two background
+ * writes: a LOW writer issuing 1 MiB writes one after another with 2 ms gaps keeps an IDLE
+ * request out of the first gap (without the grace it went there, finishing before the
+ * second LOW write); aging lets it in before the third. */
+static void test_bw_limit_idle_waits_for_idle(void)
+{
+    struct blk_dev *dev = open_fresh(0);
+    blk_set_bw_limit(dev, 8u << 20); /* 1 MiB = 125 ms */
+    atomic_uint order = 0;
+    struct bw_racer idle = {.dev = dev, .prio = BLK_PRIO_IDLE, .off = 8u << 20, .len = BLK,
+                            .order = &order};
+    struct bw_racer low[3];
+    pthread_t th;
+    for (unsigned i = 0; i < 3; i++) {
+        low[i] = (struct bw_racer){.dev = dev, .prio = BLK_PRIO_LOW, .off = (uint64_t)i << 20,
+                                   .len = 1u << 20, .order = &order};
+        if (i == 0) { /* the first LOW write takes the device, then the idle one queues */
+            pthread_t first;
+            pthread_create(&first, NULL, bw_racer_main, &low[0]);
+            usleep(20000);
+            pthread_create(&th, NULL, bw_racer_main, &idle);
+            pthread_join(first, NULL);
+        } else {
+            usleep(2000);
+            bw_racer_main(&low[i]);
+        }
+    }
+    pthread_join(th, NULL);
+    CHECK_EQ(idle.err, 0);
+    for (unsigned i = 0; i < 3; i++)
+        CHECK_EQ(low[i].err, 0);
+    printf("     finishing order: low %u %u %u, idle %u\n", low[0].position, low[1].position,
+           low[2].position, idle.position);
+    CHECK(idle.position > low[1].position); /* not in the 2 ms gap after the first */
+    CHECK(idle.position < low[2].position); /* aged past 250 ms before the third */
+    blk_set_bw_limit(dev, 0);
+    close_and_remove(dev);
+}
+
 /* blk_close waits for everything in flight; every done() has run when it returns. */
 static void test_close_waits(void)
 {
@@ -988,6 +1027,7 @@ int main(void)
         RUN(test_merge_adjacent);
         RUN(test_priorities);
         RUN(test_bw_limit_priorities);
+        RUN(test_bw_limit_idle_waits_for_idle);
         RUN(test_close_waits);
         RUN(test_chained_submits);
         RUN(test_threads);
