@@ -88,6 +88,20 @@ int gc_option_set(struct f2fuse_options *o, const char *name, const char *value)
 
 /* ---- moving one block ------------------------------------------------------------------- */
 
+/* The NAT entry of a summary's nid and the inode it belongs to: 1 when both are in range,
+ * 0 when the summary names nobody valid, or -errno. */
+static int summary_owner(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *ne,
+                         uint32_t *ino)
+{
+    if (!nid_valid(fs, nid))
+        return 0;
+    int err = nat_get(fs->nat, nid, ne);
+    if (err)
+        return err;
+    *ino = le32(ne->ino);
+    return nid_valid(fs, *ino) ? 1 : 0;
+}
+
 /* Makes the data page that owns blkaddr (per its summary entry) dirty.  Returns 1 when
  * done, 0 when the block no longer belongs to that owner (freed or rewritten meanwhile, or
  * a summary that does not match: the caller sees the victim stay non-empty), or -errno. */
@@ -95,14 +109,12 @@ static int move_data_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2f
 {
     uint32_t nid = le32(e->nid);
     uint32_t ofs = le16(e->ofs_in_node);
-    if (!nid_valid(fs, nid))
-        return 0;
     struct f2fs_nat_entry ne;
-    int err = nat_get(fs->nat, nid, &ne);
-    if (err)
+    uint32_t ino;
+    int err = summary_owner(fs, nid, &ne, &ino);
+    if (err <= 0)
         return err;
-    uint32_t ino = le32(ne.ino);
-    if (le32(ne.block_addr) == NULL_ADDR || !nid_valid(fs, ino))
+    if (le32(ne.block_addr) == NULL_ADDR)
         return 0;
     inode_lock_many(fs, &ino, 1);
     int moved = 0;
@@ -159,14 +171,12 @@ out:
 static int move_node_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2fs_summary *e)
 {
     uint32_t nid = le32(e->nid);
-    if (!nid_valid(fs, nid))
-        return 0;
     struct f2fs_nat_entry ne;
-    int err = nat_get(fs->nat, nid, &ne);
-    if (err)
+    uint32_t ino;
+    int err = summary_owner(fs, nid, &ne, &ino);
+    if (err <= 0)
         return err;
-    uint32_t ino = le32(ne.ino);
-    if (le32(ne.block_addr) != blkaddr || !nid_valid(fs, ino))
+    if (le32(ne.block_addr) != blkaddr)
         return 0;
     inode_lock_many(fs, &ino, 1);
     int moved = 0;

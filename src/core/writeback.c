@@ -118,20 +118,16 @@ static int parse_tunable(struct wb_tunables *t, uint64_t *dev_bw, const char *na
         t->dirty_background_bytes = 0;
         break;
     case 4:
-        if (n > day_ms)
-            return -EINVAL;
-        t->dirty_expire_ms = (unsigned)n;
-        break;
     case 5:
+    case 6: { /* milliseconds, at most a day */
         if (n > day_ms)
             return -EINVAL;
-        t->writeback_interval_ms = (unsigned)n;
+        unsigned *ms = which == 4   ? &t->dirty_expire_ms
+                       : which == 5 ? &t->writeback_interval_ms
+                                    : &t->dirty_background_time;
+        *ms = (unsigned)n;
         break;
-    case 6:
-        if (n > day_ms)
-            return -EINVAL;
-        t->dirty_background_time = (unsigned)n;
-        break;
+    }
     case 7:
         if (n && n < 65536)
             return -EINVAL; /* below 64 KiB/s a 4 KiB block would take most of a second */
