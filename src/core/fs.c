@@ -299,7 +299,6 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&fs->ns_lock, NULL);
     pthread_mutex_init(&fs->ref_lock, NULL);
-    pthread_cond_init(&fs->orphan_freed, NULL);
     pthread_mutex_init(&fs->cp_thread_lock, NULL);
     pthread_cond_init(&fs->cp_thread_wake, NULL);
     pthread_mutex_init(&fs->fsync_lock, NULL);
@@ -397,7 +396,6 @@ void f2fuse_close(struct f2fuse *fs)
     pthread_rwlock_destroy(&fs->cp_lock);
     pthread_mutex_destroy(&fs->ns_lock);
     pthread_mutex_destroy(&fs->ref_lock);
-    pthread_cond_destroy(&fs->orphan_freed);
     inode_refs_destroy(fs);
     pthread_mutex_destroy(&fs->cp_thread_lock);
     pthread_cond_destroy(&fs->cp_thread_wake);
@@ -508,15 +506,6 @@ int fs_reserve(struct f2fuse *fs, uint64_t blocks)
     gc_note_activity(fs); /* gc.c: the background thread waits for idleness */
     if (fs_room_for(fs, blocks, &logical))
         return 0;
-    /* Files just deleted whose FORGET is still on its way give their space back in a
-     * moment (an unlink followed at once by a create: the churn of test_gc): wait up to
-     * 100 ms for them before ENOSPC. */
-    for (int i = 0; i < 10 && !logical; i++) {
-        if (!inode_wait_orphan_freed(fs, 10000000))
-            break;
-        if (fs_room_for(fs, blocks, &logical))
-            return 0;
-    }
     if (!logical)
         return -ENOSPC;
     /* Out-of-place writes need free segments: a checkpoint writes back what is dirty and

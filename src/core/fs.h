@@ -93,12 +93,6 @@ struct f2fuse {
 
     /* References the caller holds (opens, FUSE lookups): namei.c. */
     pthread_mutex_t ref_lock;
-    /* Unlinked inodes still referenced (open, or a lookup the kernel has not forgotten
-     * yet) and a broadcast when one is freed: FUSE sends FORGET only after the unlink's
-     * reply, so a create that follows an unlink at once can find the space not yet
-     * free; fs_reserve waits a little for those (namei.c). */
-    unsigned orphans_pending;
-    pthread_cond_t orphan_freed;
     struct inode_ref **refs;
 
     struct cp_control cpc;
@@ -295,9 +289,6 @@ int inode_open(struct f2fuse *fs, uint32_t ino);
 int inode_release(struct f2fuse *fs, uint32_t ino);
 int inode_free(struct f2fuse *fs, uint32_t ino);
 int inode_forget(struct f2fuse *fs, uint32_t ino, uint64_t n);
-/* When unlinked inodes are still referenced, waits until one is freed or timeout_ns passes
- * and returns true; false at once when there are none. */
-bool inode_wait_orphan_freed(struct f2fuse *fs, uint64_t timeout_ns);
 int inode_lookup_ref(struct f2fuse *fs, uint32_t ino); /* with opts.track_lookups */
 void inode_refs_destroy(struct f2fuse *fs);
 /* The unlinked-but-open inodes, for the checkpoint's orphan list (malloc'ed). */

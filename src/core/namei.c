@@ -118,28 +118,7 @@ static int ref_change(struct f2fuse *fs, uint32_t ino, int opens, int64_t lookup
     inode_lock_many(fs, &ino, 1);
     int err = inode_free(fs, ino);
     inode_unlock_many(fs, &ino, 1);
-    pthread_mutex_lock(&fs->ref_lock);
-    if (fs->orphans_pending)
-        fs->orphans_pending--;
-    pthread_cond_broadcast(&fs->orphan_freed); /* fs_reserve may be waiting for the space */
-    pthread_mutex_unlock(&fs->ref_lock);
     return err;
-}
-
-bool inode_wait_orphan_freed(struct f2fuse *fs, uint64_t timeout_ns)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    bool pending = fs->orphans_pending > 0;
-    if (pending) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + timeout_ns;
-        until.tv_sec += (time_t)(ns / 1000000000u);
-        until.tv_nsec = (long)(ns % 1000000000u);
-        pthread_cond_timedwait(&fs->orphan_freed, &fs->ref_lock, &until);
-    }
-    pthread_mutex_unlock(&fs->ref_lock);
-    return pending;
 }
 
 int inode_open(struct f2fuse *fs, uint32_t ino)
@@ -169,10 +148,8 @@ static bool keep_as_orphan(struct f2fuse *fs, uint32_t ino)
 {
     pthread_mutex_lock(&fs->ref_lock);
     struct inode_ref *r = ref_find(fs, ino, false);
-    if (r && !r->unlinked) {
+    if (r)
         r->unlinked = true;
-        fs->orphans_pending++;
-    }
     pthread_mutex_unlock(&fs->ref_lock);
     return r != NULL;
 }
