@@ -277,7 +277,7 @@ int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope,
     bool all = umount || scope == CP_ALL_DATA || fs->opts.checkpoint_all_data;
     int err = all ? data_writeback(fs, 0) : data_writeback_metadata(fs);
     if (!err)
-        err = node_writeback(fs, 0);
+        err = node_writeback(fs, 0, false);
     if (!err)
         err = nat_flush(fs->nat);
     if (!err)

@@ -236,18 +236,34 @@ static int release_op(struct f2fuse *fs, uint32_t ino)
     return err;
 }
 
-/* The bits are read without cp_lock (fsync's quick check), so every access is atomic;
+/* The bits are set by operations holding cp_lock shared and cleared by a checkpoint
+ * holding it exclusively; accesses are atomic as several operations set bits at once.
  * fsync_needs_cp_end bounds the bytes a checkpoint has to clear. */
-void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino)
+static void set_fsync_bit(struct f2fuse *fs, uint8_t *map, uint32_t ino)
 {
-    if (!fs->fsync_needs_cp || ino >= fs->max_nid)
+    if (!map || ino >= fs->max_nid)
         return;
-    __atomic_fetch_or(&fs->fsync_needs_cp[ino / 8], (uint8_t)(1u << (ino % 8)),
-                      __ATOMIC_RELAXED);
+    __atomic_fetch_or(&map[ino / 8], (uint8_t)(1u << (ino % 8)), __ATOMIC_RELAXED);
     uint32_t end = ino / 8 + 1, cur = __atomic_load_n(&fs->fsync_needs_cp_end, __ATOMIC_RELAXED);
     while (cur < end && !__atomic_compare_exchange_n(&fs->fsync_needs_cp_end, &cur, end, true,
                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
+}
+
+static bool fsync_bit(const struct f2fuse *fs, const uint8_t *map, uint32_t ino)
+{
+    return ino < fs->max_nid &&
+           (__atomic_load_n(&map[ino / 8], __ATOMIC_RELAXED) & (1u << (ino % 8)));
+}
+
+void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino)
+{
+    set_fsync_bit(fs, fs->fsync_needs_cp, ino);
+}
+
+void fsync_new_name(struct f2fuse *fs, uint32_t ino)
+{
+    set_fsync_bit(fs, fs->fsync_new_name, ino);
 }
 
 void fsync_checkpointed(struct f2fuse *fs)
@@ -255,19 +271,41 @@ void fsync_checkpointed(struct f2fuse *fs)
     if (!fs->fsync_needs_cp)
         return;
     uint32_t end = __atomic_exchange_n(&fs->fsync_needs_cp_end, 0, __ATOMIC_RELAXED);
-    for (uint32_t i = 0; i < end; i++)
+    for (uint32_t i = 0; i < end; i++) {
         __atomic_store_n(&fs->fsync_needs_cp[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&fs->fsync_new_name[i], 0, __ATOMIC_RELAXED);
+    }
 }
 
-static bool needs_checkpoint(struct f2fuse *fs, uint32_t ino)
+/* Whether roll-forward recovery can bring back what an fsync of regular file ii writes
+ * now, and whether its inode must carry the dentry mark (its name is not in the last
+ * checkpoint).  As the kernel's need_do_checkpoint: one name, no change recovery cannot
+ * replay; a new file's parent (i_pino) must be in the checkpoint and have lost no name
+ * since, so that recovery only ever adds the name. */
+static bool fsync_can_roll_forward(struct f2fuse *fs, const struct inode_info *ii,
+                                   const struct page *ipage, bool *dentry_mark)
 {
-    return __atomic_load_n(&fs->fsync_needs_cp[ino / 8], __ATOMIC_RELAXED) & (1u << (ino % 8));
+    *dentry_mark = false;
+    if (!fs->opts.fsync_fast || !S_ISREG(ii->mode) || ii->links != 1 ||
+        fsync_bit(fs, fs->fsync_needs_cp, ii->ino) || seg_next_blkaddr(fs->seg, LOG_WARM_NODE) == 0)
+        return false;
+    if (!fsync_bit(fs, fs->fsync_new_name, ii->ino))
+        return true;
+    const struct f2fs_inode *ri = &((const struct f2fs_node *)ipage->data)->i;
+    uint32_t parent = le32(ri->i_pino), namelen = le32(ri->i_namelen);
+    if (!nid_valid(fs, parent) || fsync_bit(fs, fs->fsync_needs_cp, parent) ||
+        fsync_bit(fs, fs->fsync_new_name, parent) || ii->xattr_nid != 0 || namelen == 0 ||
+        namelen > F2FS_NAME_LEN)
+        return false;
+    *dentry_mark = true;
+    return true;
 }
 
 /* fsync as f2fs does it: when roll-forward recovery can bring the file back (a regular
- * file with one name, whose name and parent are in the last checkpoint), write its dirty
- * data and direct nodes to the logs, chained after the checkpoint with the fsync mark on
- * the inode, then flush — no checkpoint.  Anything else takes a checkpoint. */
+ * file with one name, whose name is in the last checkpoint or can be added to a parent
+ * that is), write its dirty data and direct nodes to the logs, chained after the
+ * checkpoint with the fsync mark (and the dentry mark) on the inode, then flush — no
+ * checkpoint.  Anything else takes a checkpoint. */
 int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
 {
     return f2fuse_fsync_as(fs, ino, datasync, NULL);
@@ -298,11 +336,10 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
     file_begin(fs, ino);
     struct page *ipage;
     struct inode_info ii;
-    bool fast = false;
+    bool fast = false, dentry_mark = false;
     err = inode_get(fs, ino, &ipage, &ii);
     if (!err) {
-        fast = fs->opts.fsync_fast && S_ISREG(ii.mode) && ii.links == 1 &&
-               !needs_checkpoint(fs, ino) && seg_next_blkaddr(fs->seg, LOG_WARM_NODE) != 0;
+        fast = fsync_can_roll_forward(fs, &ii, ipage, &dentry_mark);
         /* A regular file's data goes first either way: a checkpoint does not write it. */
         if (S_ISREG(ii.mode)) {
             pthread_mutex_lock(&fs->fsync_lock);
@@ -312,7 +349,7 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
             writeback_wait_inode(fs, ino); /* the flusher's blocks land before our flush */
             err = data_writeback(fs, ino);
             if (!err && fast)
-                err = node_writeback(fs, ino);
+                err = node_writeback(fs, ino, dentry_mark);
             if (!err && fast) {
                 struct blk_req req = {.op = BLK_FLUSH, .prio = prio};
                 struct blk_req *r = &req;

@@ -234,9 +234,10 @@ static int open_rw(struct f2fuse *fs)
         log_err("cannot mount read-write: %s; mount with -o ro", why);
         return -EROFS;
     }
-    fs->fsync_needs_cp = calloc(fs->max_nid / 8 + 1, 1);
+    fs->fsync_needs_cp = calloc(2 * (fs->max_nid / 8 + 1), 1);
     if (!fs->fsync_needs_cp)
         return -ENOMEM;
+    fs->fsync_new_name = fs->fsync_needs_cp + fs->max_nid / 8 + 1;
     int err;
     atomic_store(&fs->next_generation, (uint32_t)time(NULL));
     err = seg_load(fs, &fs->seg);
@@ -811,6 +812,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
     fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));
     fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
+    fn(arg, "recovery.names", atomic_load(&fs->recovered_names));
     fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
     fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
     fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));

@@ -99,12 +99,15 @@ struct f2fuse {
     enum blk_prio io_prio; /* of the writes the running checkpoint or fsync issues */
 
     /* fsync fast path: one at a time, so that the warm node chain has no gaps; inodes that
-     * changed in ways roll-forward cannot replay (new, linked, renamed, truncated,
-     * xattrs) since the last checkpoint make their fsync a checkpoint. */
+     * changed in ways roll-forward cannot replay (linked, renamed, truncated, xattrs, not
+     * regular files; directories that lost a name) since the last checkpoint make their
+     * fsync a checkpoint.  A regular file created since then is replayed with its name
+     * (the dentry mark) when its parent is in the checkpoint and lost no name since. */
     pthread_mutex_t fsync_lock;
     uint8_t *fsync_needs_cp; /* one bit per nid, cleared by each checkpoint */
-    uint32_t fsync_needs_cp_end; /* bytes of it that may have bits set */
-    atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes;
+    uint8_t *fsync_new_name; /* one bit per nid: created since (same allocation, cleared too) */
+    uint32_t fsync_needs_cp_end; /* bytes of both that may have bits set */
+    atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes, recovered_names;
 
     /* The checkpoint thread: commits every checkpoint_interval seconds when dirty. */
     pthread_t cp_thread;
@@ -176,7 +179,7 @@ static inline uint32_t *node_word(struct page *p, size_t byte_off)
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
              struct page **out);
 int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino);
-int node_writeback(struct f2fuse *fs, uint32_t fsync_ino);
+int node_writeback(struct f2fuse *fs, uint32_t fsync_ino, bool dentry_mark);
 /* The version node footers written after the current checkpoint carry, and that
  * roll-forward recovery looks for. */
 uint64_t node_chain_version(const struct f2fuse *fs);
@@ -296,6 +299,8 @@ uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count);
 
 /* file.c */
 void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino);
+/* A regular file was created: its first fsync may carry its name (the dentry mark). */
+void fsync_new_name(struct f2fuse *fs, uint32_t ino);
 void fsync_checkpointed(struct f2fuse *fs); /* a checkpoint committed: all bits clear */
 
 /* recovery.c: replays what fsync wrote after the last checkpoint (roll-forward). */

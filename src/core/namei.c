@@ -271,7 +271,12 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_
         pcache_put(fs->cache, ipage);
         return err;
     }
-    fsync_needs_checkpoint(fs, ino); /* its name is not in any checkpoint yet */
+    /* Its name is not in any checkpoint yet: a regular file's fsync can carry it (the
+     * dentry mark); anything else is fsync'ed by a checkpoint. */
+    if (S_ISREG(mode))
+        fsync_new_name(fs, ino);
+    else
+        fsync_needs_checkpoint(fs, ino);
     *ipagep = ipage;
     return 0;
 }
@@ -488,6 +493,7 @@ static int drop_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
     pcache_mark_dirty(fs->cache, ipage);
     pcache_mark_dirty(fs->cache, dpage);
     fsync_needs_checkpoint(fs, ii->ino);
+    fsync_needs_checkpoint(fs, dir->ino); /* recovery only adds names: none into dir now */
     if (ii->links > 0 || keep_as_orphan(fs, ii->ino))
         return 0;
     return 1; /* the caller frees it once it has let go of the page */
@@ -770,6 +776,8 @@ static int rename_op(struct f2fuse *fs, uint32_t old_parent, const char *old_nam
         fsync_needs_checkpoint(fs, src_ino);
         if (tgt_ino)
             fsync_needs_checkpoint(fs, tgt_ino);
+        fsync_needs_checkpoint(fs, old_parent); /* lost a name (see drop_name) */
+        fsync_needs_checkpoint(fs, new_parent);
         inode_touch(spage, false, true);
         inode_touch(odpage, true, true);
         inode_touch(ndpage, true, true);

@@ -179,7 +179,7 @@ static enum log_type node_log(const struct f2fs_node *node)
 
 #define WRITEBACK_BATCH 1024
 #define NODE_FSYNC_BIT 0x2u /* footer flag: the last node an fsync wrote */
-#define NODE_DENT_BIT 0x4u
+#define NODE_DENT_BIT 0x4u /* footer flag: recovery adds the inode's name to its parent */
 
 struct fsync_match {
     uint32_t ino;
@@ -201,25 +201,29 @@ static bool fsync_node(const struct page *page, void *arg)
 }
 
 static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *),
-                       void *arg, bool fsync_mark);
+                       void *arg, uint32_t mark);
 
 /* Writes every dirty node page to a newly allocated block of its log and points its NAT
  * entry there.  For a checkpoint (fsync_ino 0) it runs after data writeback (which dirties
  * nodes).  For the fsync fast path it writes one inode's direct nodes, then the inode, to
  * the warm node log after the checkpoint, chained through next_blkaddr; the inode carries
- * the fsync mark that roll-forward recovery looks for. */
-int node_writeback(struct f2fuse *fs, uint32_t fsync_ino)
+ * the fsync mark that roll-forward recovery looks for, and with dentry_mark (a file created
+ * since the checkpoint) the dentry mark: recovery then adds its name (i_name) to its parent
+ * (i_pino). */
+int node_writeback(struct f2fuse *fs, uint32_t fsync_ino, bool dentry_mark)
 {
     if (!fsync_ino)
-        return write_nodes(fs, NULL, NULL, false);
+        return write_nodes(fs, NULL, NULL, 0);
     struct fsync_match m = {fsync_ino, false};
-    int err = write_nodes(fs, fsync_node, &m, false);
+    int err = write_nodes(fs, fsync_node, &m, 0);
     m.inode = true;
-    return err ? err : write_nodes(fs, fsync_node, &m, true);
+    return err ? err : write_nodes(fs, fsync_node, &m,
+                                   NODE_FSYNC_BIT | (dentry_mark ? NODE_DENT_BIT : 0));
 }
 
+/* mark: the footer flags (fsync, dentry) the written nodes carry. */
 static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *),
-                       void *arg, bool fsync_mark)
+                       void *arg, uint32_t mark)
 {
     struct page **pages = fs_malloc(fs, WRITEBACK_BATCH * sizeof(*pages));
     struct blk_req *reqs = fs_malloc(fs, WRITEBACK_BATCH * sizeof(*reqs));
@@ -249,9 +253,7 @@ static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, voi
             if (err)
                 break;
             uint32_t flag = le32(node->footer.flag) & ~(NODE_FSYNC_BIT | NODE_DENT_BIT);
-            if (fsync_mark)
-                flag |= NODE_FSYNC_BIT;
-            node->footer.flag = htole32(flag);
+            node->footer.flag = htole32(flag | mark);
             node->footer.cp_ver = htole64(node_chain_version(fs));
             uint32_t next = seg_next_blkaddr(fs->seg, log);
             node->footer.next_blkaddr = htole32(next ? next : blkaddr + 1);

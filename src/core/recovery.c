@@ -6,6 +6,12 @@
  * that differs from the checkpointed tree.  Replayed data is copied into the page cache
  * and a checkpoint then writes it out of place.
  *
+ * A regular file created after the checkpoint comes back through the dentry mark on its
+ * fsync'ed inode (the kernel's recover_dentry): the inode is rebuilt from that block and
+ * its name (i_name) added to its parent (i_pino), before anything is replayed.  The fsync
+ * side only sets the mark when the parent is in the checkpoint and lost no name since, so
+ * adding the name never has to displace another entry.
+ *
  * Until that checkpoint commits, the chain and the data it points at must survive a second
  * crash: every log first moves to a fresh segment, and the segments holding them are kept
  * out of allocation. */
@@ -19,11 +25,12 @@
 #include "core/fs.h"
 
 #define NODE_FSYNC_BIT 0x2u
+#define NODE_DENT_BIT 0x4u
 
 struct chain_node {
     uint32_t blkaddr;
     uint32_t nid, ino, ofs;
-    bool fsync;
+    bool fsync, dentry;
 };
 
 struct chain {
@@ -64,7 +71,8 @@ static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
         struct chain_node node = {.blkaddr = blk, .nid = le32(buf->footer.nid),
                                   .ino = le32(buf->footer.ino),
                                   .ofs = flag >> OFFSET_BIT_SHIFT,
-                                  .fsync = flag & NODE_FSYNC_BIT};
+                                  .fsync = flag & NODE_FSYNC_BIT,
+                                  .dentry = flag & NODE_DENT_BIT};
         if (!nid_valid(fs, node.nid) || !nid_valid(fs, node.ino))
             break;
         err = chain_add(c, node);
@@ -198,6 +206,70 @@ static int replay_dnode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
     return err;
 }
 
+/* Rebuilds inode ino, created after the checkpoint, from its fsync'ed block node (without
+ * data pointers, child nodes or xattr node: replay fills the pointers in) and adds its name
+ * to its parent. */
+static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, uint32_t ino)
+{
+    const struct f2fs_inode *from = &node->i;
+    uint32_t parent = le32(from->i_pino), namelen = le32(from->i_namelen);
+    if (!S_ISREG(le16(from->i_mode)) || !nid_valid(fs, parent) || namelen == 0 ||
+        namelen > F2FS_NAME_LEN)
+        return fs_corrupt(fs, "recovery: inode %u carries the dentry mark but no usable name "
+                          "(mode %#o, parent %u, name length %u)", ino, le16(from->i_mode),
+                          parent, namelen);
+    const char *name = (const char *)from->i_name;
+    struct page *dpage, *ipage = NULL;
+    struct inode_info dir, ii;
+    int err = inode_get(fs, parent, &dpage, &dir);
+    if (err) {
+        log_err("recovery: the parent %u of fsync'ed new inode %u cannot be read: %s", parent,
+                ino, strerror(-err));
+        return err;
+    }
+    uint32_t existing;
+    if (!S_ISDIR(dir.mode)) {
+        err = fs_corrupt(fs, "recovery: the parent %u of inode %u is not a directory", parent,
+                         ino);
+    } else {
+        err = dir_lookup(fs, &dir, dpage, name, namelen, &existing);
+        if (err == 0) {
+            /* f2fuse never writes this; the kernel would unlink the other inode. */
+            log_err("recovery: the name of fsync'ed new inode %u (%.*s) is taken by inode %u "
+                    "in directory %u; f2fuse cannot replay that (mount the image with the "
+                    "kernel first)", ino, (int)namelen, name, existing, parent);
+            err = -EOPNOTSUPP;
+        } else if (err == -ENOENT) {
+            err = node_new(fs, ino, ino, 0, true, &ipage);
+        }
+    }
+    if (!err) {
+        struct f2fs_inode *to = &page_node(ipage)->i;
+        *to = *from;
+        to->i_links = htole32(1);
+        to->i_blocks = htole64(1);
+        to->i_xattr_nid = 0;
+        memset(to->i_nid, 0, sizeof(to->i_nid));
+        err = inode_decode(fs, ipage, ino, &ii);
+        if (!err && !(ii.inline_flags & F2FS_INLINE_DATA)) {
+            /* Pointers and size come from replay_inode, which reads this same block. */
+            memset(&to->i_addr[ii.extra_isize / 4], 0, ii.addrs_per_inode * sizeof(uint32_t));
+            to->i_size = 0;
+            err = inode_decode(fs, ipage, ino, &ii);
+        }
+    }
+    if (!err)
+        err = dir_add_entry(fs, &dir, dpage, name, namelen, ino, le16(from->i_mode));
+    if (!err) {
+        pcache_mark_dirty(fs->cache, ipage);
+        pcache_mark_dirty(fs->cache, dpage);
+        atomic_fetch_add(&fs->recovered_names, 1);
+    }
+    pcache_put(fs->cache, ipage);
+    pcache_put(fs->cache, dpage);
+    return err;
+}
+
 /* Keeps every block the chain or its data pointers name out of allocation.  A node that
  * cannot be read fails the recovery (and the mount): its data blocks would not be held. */
 static int hold_chain(struct f2fuse *fs, const struct chain *c, struct f2fs_node *buf)
@@ -258,6 +330,18 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
     err = hold_chain(fs, &c, buf);
     if (!err)
         err = seg_new_segments(fs->seg);
+    /* New inodes first: their direct nodes come before them in the chain. */
+    for (size_t i = 0; !err && i < c.n; i++) {
+        if (last[i] == SIZE_MAX || c.nodes[i].ofs != 0 || !c.nodes[i].dentry)
+            continue;
+        struct f2fs_nat_entry ne;
+        err = nat_get(fs->nat, c.nodes[i].ino, &ne);
+        if (err || le32(ne.block_addr) != NULL_ADDR)
+            continue; /* in the checkpoint, or already rebuilt from an earlier block */
+        err = blk_read(fs->dev, (uint64_t)c.nodes[i].blkaddr * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
+        if (!err)
+            err = recover_new_inode(fs, buf, c.nodes[i].ino);
+    }
     uint32_t replayed_ino = 0;
     for (size_t i = 0; !err && i < c.n; i++) {
         if (last[i] == SIZE_MAX)
@@ -270,10 +354,10 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
         struct f2fs_nat_entry ne;
         err = nat_get(fs->nat, c.nodes[i].ino, &ne);
         if (!err && le32(ne.block_addr) == NULL_ADDR) {
-            /* The fast path never fsyncs a file the checkpoint lacks: someone else did. */
-            log_err("recovery: inode %u was fsync'ed but is not in the checkpoint; f2fuse "
-                    "cannot replay its name (mount the image with the kernel first)",
-                    c.nodes[i].ino);
+            /* Without the dentry mark there is no name to give it. */
+            log_err("recovery: inode %u was fsync'ed but is neither in the checkpoint nor "
+                    "named by a dentry mark; f2fuse cannot replay it (mount the image with "
+                    "the kernel first)", c.nodes[i].ino);
             err = -EOPNOTSUPP;
             break;
         }

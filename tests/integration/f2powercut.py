@@ -40,7 +40,8 @@ operation completed before the cut, so
   - an fsync/fdatasync that went fast (fsync.fast went up) made its file's content durable.
 The operation during which the cut began (op k) is uncertain. After the cut the recovered image
 must equal one of these "worlds" exactly (names, types, hard-link groups, nlink, sizes, bytes):
-  W1  the last durable checkpoint, with every durable fast fsync after it replayed
+  W1  the last durable checkpoint, with every durable fast fsync after it replayed (a file
+      created since comes back under its name at that fsync: the dentry mark)
       (W1/pre, W1/+N, W1/post when that checkpoint ran inside a write)
   W2  W1 plus op k's fsync replayed (op k was an fsync that went fast)
   W3  the state before op k, or part way through it, W4 after it (op k wrote a checkpoint
@@ -173,9 +174,18 @@ class State:
     def copy(self):
         return State(self.ns, self.data)
 
-    def overlay(self, fast):
+    def overlay(self, fast, names=None):
+        """This state with fast fsyncs replayed: fast gives inode -> content; names gives
+        inode -> its path at the fsync, the name roll-forward adds (the dentry mark) for a
+        file this state lacks, into a parent directory it has."""
         s = self.copy()
         s.data.update(fast)
+        named = set(v for v in s.ns.values() if v != DIR)
+        for ino, path in sorted((names or {}).items()):
+            parent = os.path.dirname(path)
+            if ino in fast and ino not in named and path not in s.ns and \
+                    (parent == "" or s.ns.get(parent) == DIR):
+                s.ns[path] = ino
         return s
 
     def files(self):
@@ -668,6 +678,7 @@ class Record:
         self.cut_partials = []
         self.d_op = None            # the operation whose checkpoint is the last durable one
         self.fast = {}
+        self.fast_names = {}        # inode -> its path at its fast fsync (a new file's name)
         self.fast_ops = []
         self.synced = set()         # inodes whose fsync/fdatasync returned durably
         self.op_writes = []         # blk.write.ops after each operation
@@ -761,6 +772,7 @@ def run_workload(wl, daemon, rec, verbose=False):
                 rec.d_alts = [("pre", pre)] + partials + [("post", post)]
             rec.d_op = op
             rec.fast = {}
+            rec.fast_names = {}
             rec.fast_ops = []
             if not op.is_fsync() and not op.kind == "fsyncdir":
                 rec.odd.append("op %d (%s) wrote a checkpoint" % (op.idx, op.desc()))
@@ -770,6 +782,9 @@ def run_workload(wl, daemon, rec, verbose=False):
                 rec.exact[target] = post.data[target]
             if delta["fsync.fast"] > 0 and delta["checkpoint.written"] == 0:
                 rec.fast[target] = post.data[target]
+                names = post.names_of(target)
+                if len(names) == 1:
+                    rec.fast_names[target] = names[0]
                 rec.fast_ops.append(op.idx)
         elif delta["blk.write.ops"] and delta["checkpoint.written"] == 0 and op.kind != "fsyncdir":
             rec.odd.append("op %d (%s) wrote %d blocks without a checkpoint" %
@@ -824,15 +839,18 @@ def candidate_worlds(rec):
     """[(name, State)] the recovered mount may equal."""
     worlds = []
     for tag, d in rec.d_alts:
-        worlds.append(("W1%s" % ("/" + tag if tag else ""), d.overlay(rec.fast)))
+        worlds.append(("W1%s" % ("/" + tag if tag else ""), d.overlay(rec.fast, rec.fast_names)))
     op = rec.cut_op
     if op is not None:
         dl = rec.cut_stat_delta
         if op.is_fsync() and dl.get("fsync.fast", 0) > 0 and rec.cut_target is not None:
-            f2 = dict(rec.fast)
+            f2, n2 = dict(rec.fast), dict(rec.fast_names)
             f2[rec.cut_target] = rec.cut_post.data[rec.cut_target]
+            names = rec.cut_post.names_of(rec.cut_target)
+            if len(names) == 1:
+                n2[rec.cut_target] = names[0]
             for tag, d in rec.d_alts:
-                worlds.append(("W2", d.overlay(f2)))
+                worlds.append(("W2", d.overlay(f2, n2)))
         if dl.get("checkpoint.written", 0) > 0 or dl.get("checkpoint.requests", 0) > 0:
             worlds.append(("W3", rec.cut_pre))
             if op.mutates():
@@ -954,9 +972,9 @@ def durability_violations(actual, rec):
     workload wrote — here: the model state before/after the cut op); checkpointed directories
     must exist. Returns a list of strings (empty: the rule holds)."""
     out = []
-    base = rec.d_alts[-1][1].overlay(rec.fast)
+    base = rec.d_alts[-1][1].overlay(rec.fast, rec.fast_names)
     later = [s for s in (rec.cut_pre, rec.cut_post, rec.final) if s is not None]
-    later += [st.overlay(rec.fast) for tag, st in rec.d_alts[:-1]]
+    later += [st.overlay(rec.fast, rec.fast_names) for tag, st in rec.d_alts[:-1]]
     later += [st for tag, st in rec.cut_partials]
     for p, v in sorted(base.ns.items()):
         if v == DIR:
