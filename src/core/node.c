@@ -157,6 +157,9 @@ int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino)
     else if (old == NEW_ADDR)
         seg_reserve(fs->seg, -1);
     pcache_discard(fs->cache, PAGE_NODE, nid);
+    /* The nid may be handed out again before the next checkpoint: an inode given it must
+     * not be fsync'ed by roll-forward, which would find the checkpoint's owner under it. */
+    fsync_needs_checkpoint(fs, nid);
     return nat_set(fs->nat, nid, ino, NULL_ADDR);
 }
 
