@@ -178,8 +178,15 @@ int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino);
 int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t nlookup);
 int f2fuse_release(struct f2fuse *fs, uint32_t ino);
 
-/* Writes size bytes at off (past the end: the gap reads as zeros); returns size or -errno. */
+/* Writes size bytes at off (past the end: the gap reads as zeros); returns size or -errno.
+ * As the kernel's VFS, any write drops the file's security.capability attribute. */
 ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off);
+/* flags for f2fuse_write_ex: the writer may not keep the set-id bits (it lacks
+ * CAP_FSETID): set-user-ID goes, set-group-ID too when the group may execute.
+ * *mode_changed (when not NULL) says whether that changed the mode. */
+#define F2FUSE_WRITE_KILL_SUIDGID 1u
+ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size,
+                        uint64_t off, unsigned flags, bool *mode_changed);
 
 #define F2FUSE_SET_MODE  (1u << 0)
 #define F2FUSE_SET_UID   (1u << 1)
@@ -188,6 +195,10 @@ ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t si
 #define F2FUSE_SET_ATIME (1u << 4)
 #define F2FUSE_SET_MTIME (1u << 5)
 #define F2FUSE_SET_CTIME (1u << 6)
+/* With SET_SIZE: the caller may not keep the set-id bits (as F2FUSE_WRITE_KILL_SUIDGID).
+ * A size change always drops security.capability; a change of owner or group (without
+ * SET_MODE) drops it and the set-id bits of a non-directory, as chown(2) does. */
+#define F2FUSE_SET_KILL_SUIDGID (1u << 7)
 struct f2fuse_setattr {
     unsigned valid; /* F2FUSE_SET_* */
     uint32_t mode;  /* permission bits only */

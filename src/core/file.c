@@ -29,7 +29,36 @@ static uint64_t blocks_for(uint64_t size)
     return data + data / ADDRS_PER_BLOCK + 3;
 }
 
-static ssize_t write_op(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
+/* A change by a caller without CAP_FSETID (the VFS's should_remove_suid): set-user-ID
+ * goes, set-group-ID too when the group may execute (without that, it marks mandatory
+ * locking and stays). */
+static bool kill_suidgid(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
+{
+    uint16_t kill = ii->mode & S_ISUID;
+    if ((ii->mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+        kill |= S_ISGID;
+    if (!kill)
+        return false;
+    ii->mode = (uint16_t)(ii->mode & ~kill);
+    page_node(ipage)->i.i_mode = htole16(ii->mode);
+    pcache_mark_dirty(fs->cache, ipage);
+    return true;
+}
+
+/* What a write, truncate or chown takes away before it changes anything (the VFS's
+ * file_remove_privs): the set-id bits when kill_ids, the capability attribute always. */
+static int remove_privs(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, bool kill_ids,
+                        bool *mode_changed)
+{
+    bool killed = kill_ids && kill_suidgid(fs, ii, ipage);
+    if (mode_changed)
+        *mode_changed = killed;
+    int err = S_ISREG(ii->mode) ? xattr_drop_capability(fs, ii, ipage) : 0;
+    return err < 0 ? err : 0;
+}
+
+static ssize_t write_op(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off,
+                        unsigned flags, bool *mode_changed)
 {
     int err = fs_writable(fs);
     if (err)
@@ -48,6 +77,8 @@ static ssize_t write_op(struct f2fuse *fs, uint32_t ino, const void *buf, size_t
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
         else
+            ret = remove_privs(fs, &ii, ipage, flags & F2FUSE_WRITE_KILL_SUIDGID, mode_changed);
+        if (ret == 0)
             ret = data_write(fs, &ii, ipage, buf, size, off);
         if (ret > 0) {
             inode_touch(ipage, true, true);
@@ -81,12 +112,19 @@ static int setattr_op(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setat
             err = -EISDIR;
         else if (!S_ISREG(ii.mode))
             err = -EINVAL;
+        if (!err)
+            err = remove_privs(fs, &ii, ipage, sa->valid & F2FUSE_SET_KILL_SUIDGID, NULL);
         if (!err && sa->size != ii.size) {
             err = data_truncate(fs, &ii, ipage, sa->size);
             if (!err)
                 inode_touch(ipage, true, false);
         }
     }
+    /* chown(2) of a non-directory drops its privileges, for root too; a request that also
+     * sets the mode (a kernel doing this itself) says what it wants. */
+    if (!err && (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID)) &&
+        !(sa->valid & F2FUSE_SET_MODE) && !S_ISDIR(ii.mode))
+        err = remove_privs(fs, &ii, ipage, true, NULL);
     if (!err && (sa->valid & F2FUSE_SET_MODE))
         ri->i_mode = htole16((uint16_t)((ii.mode & S_IFMT) | (sa->mode & 07777)));
     if (!err && (sa->valid & F2FUSE_SET_UID))
@@ -393,7 +431,15 @@ int f2fuse_fsyncdir_as(struct f2fuse *fs, uint32_t ino, const struct f2fuse_call
  * (fault.c). */
 ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
 {
-    ssize_t ret = write_op(fs, ino, buf, size, off);
+    return f2fuse_write_ex(fs, ino, buf, size, off, 0, NULL);
+}
+
+ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size,
+                        uint64_t off, unsigned flags, bool *mode_changed)
+{
+    if (mode_changed)
+        *mode_changed = false;
+    ssize_t ret = write_op(fs, ino, buf, size, off, flags, mode_changed);
     return ret < 0 ? fs_op_result(fs, "write", (int)ret) : ret;
 }
 

@@ -310,8 +310,12 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_cond_init(&fs->cpc.wake, &mono);
     pthread_condattr_destroy(&mono);
     pthread_cond_init(&fs->cpc.done, NULL);
+    pthread_rwlockattr_t prefer_writers;
+    pthread_rwlockattr_init(&prefer_writers);
+    pthread_rwlockattr_setkind_np(&prefer_writers, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     for (int i = 0; i < INODE_LOCK_STRIPES; i++)
-        pthread_mutex_init(&fs->inode_locks[i], NULL);
+        pthread_rwlock_init(&fs->inode_locks[i], &prefer_writers);
+    pthread_rwlockattr_destroy(&prefer_writers);
     struct blk_options bo = {.backend = opts->backend, .queue_depth = opts->queue_depth,
                              .read_only = opts->read_only,
                              .powercut_after = opts->powercut_after,
@@ -406,7 +410,7 @@ void f2fuse_close(struct f2fuse *fs)
     pthread_cond_destroy(&fs->cpc.wake);
     pthread_cond_destroy(&fs->cpc.done);
     for (int i = 0; i < INODE_LOCK_STRIPES; i++)
-        pthread_mutex_destroy(&fs->inode_locks[i]);
+        pthread_rwlock_destroy(&fs->inode_locks[i]);
     free(fs);
 }
 
@@ -440,7 +444,7 @@ void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n)
     int stripes[8];
     int m = stripes_of(inos, n, stripes);
     for (int i = 0; i < m; i++)
-        pthread_mutex_lock(&fs->inode_locks[stripes[i]]);
+        pthread_rwlock_wrlock(&fs->inode_locks[stripes[i]]);
 }
 
 void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n)
@@ -448,7 +452,17 @@ void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n)
     int stripes[8];
     int m = stripes_of(inos, n, stripes);
     for (int i = m - 1; i >= 0; i--)
-        pthread_mutex_unlock(&fs->inode_locks[stripes[i]]);
+        pthread_rwlock_unlock(&fs->inode_locks[stripes[i]]);
+}
+
+void inode_lock_shared(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_rwlock_rdlock(&fs->inode_locks[ino % INODE_LOCK_STRIPES]);
+}
+
+void inode_unlock_shared(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_rwlock_unlock(&fs->inode_locks[ino % INODE_LOCK_STRIPES]);
 }
 
 int fs_writable(struct f2fuse *fs)
@@ -560,15 +574,29 @@ uint32_t f2fuse_root_ino(const struct f2fuse *fs)
     return fs->root_ino;
 }
 
-/* Reading operations hold cp_lock shared and the inode's stripe, so that they never see an
- * inode or directory block halfway through a change. */
+/* Reading operations hold cp_lock and the inode's stripe shared, so that they never see
+ * an inode or directory block halfway through a change, and no block they read from the
+ * device is moved (writeback, GC) and reused while they read it. */
 static void rd_begin(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    inode_lock_shared(fs, ino);
+}
+
+static void rd_end(struct f2fuse *fs, uint32_t ino)
+{
+    inode_unlock_shared(fs, ino);
+    pthread_rwlock_unlock(&fs->cp_lock);
+}
+
+/* One inode's change outside file.c and namei.c (xattrs). */
+static void change_begin(struct f2fuse *fs, uint32_t ino)
 {
     pthread_rwlock_rdlock(&fs->cp_lock);
     inode_lock_many(fs, &ino, 1);
 }
 
-static void rd_end(struct f2fuse *fs, uint32_t ino)
+static void change_end(struct f2fuse *fs, uint32_t ino)
 {
     inode_unlock_many(fs, &ino, 1);
     pthread_rwlock_unlock(&fs->cp_lock);
@@ -734,7 +762,7 @@ static int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const
         err = fs_reserve(fs, 2);
     if (err)
         return err;
-    rd_begin(fs, ino);
+    change_begin(fs, ino);
     struct page *page;
     struct inode_info ii;
     err = inode_get(fs, ino, &page, &ii);
@@ -747,7 +775,7 @@ static int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const
         }
         pcache_put(fs->cache, page);
     }
-    rd_end(fs, ino);
+    change_end(fs, ino);
     fs_after_change(fs);
     return err;
 }

@@ -83,10 +83,13 @@ struct f2fuse {
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
      * data, size and dentries are guarded by one of the inode_locks stripes (taken in
-     * stripe order when an operation needs two). */
+     * stripe order when an operation needs two).  A stripe is a reader-writer lock:
+     * reading operations share it, so that reads of one file (fio's queue depth, readahead)
+     * wait for the device side by side; changes hold it exclusively.  Writers are
+     * preferred, so a stream of reads cannot starve writeback. */
     pthread_rwlock_t cp_lock;
     pthread_mutex_t ns_lock;
-    pthread_mutex_t inode_locks[INODE_LOCK_STRIPES];
+    pthread_rwlock_t inode_locks[INODE_LOCK_STRIPES];
     atomic_uint_fast64_t data_pages_written, node_pages_written;
     atomic_uint_fast32_t next_generation;
     int write_error;            /* set when a checkpoint failed: the mount turns read-only */
@@ -324,8 +327,10 @@ int fs_parse_size(const char *v, uint64_t *out);
 int fs_writable(struct f2fuse *fs);               /* -EROFS on a read-only mount */
 int fs_reserve(struct f2fuse *fs, uint64_t blocks); /* -ENOSPC when they cannot be had */
 void fs_after_change(struct f2fuse *fs);           /* checkpoints when memory or space is short */
-void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n);
+void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n);   /* exclusive */
 void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n);
+void inode_lock_shared(struct f2fuse *fs, uint32_t ino);  /* for reading only; not nested */
+void inode_unlock_shared(struct f2fuse *fs, uint32_t ino);
 
 /* ---- segment cleaning (gc.c) support ---- */
 /* recovery.c: the first file block a direct node at footer offset ofs maps (UINT64_MAX for
@@ -367,5 +372,8 @@ ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *
 /* Sets (value != NULL) or removes an attribute; flags as setxattr(2). */
 int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
               const void *value, size_t size, int flags);
+/* Removes security.capability (a write, truncate or chown does, as the VFS's killpriv):
+ * 1 when there was one, 0 when not, or -errno.  Cheap when the inode has no xattrs. */
+int xattr_drop_capability(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 
 #endif

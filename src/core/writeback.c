@@ -310,10 +310,10 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
             if (inflight_has(wb, ino))
                 break; /* more of an inode already in the chunk: next chunk */
         }
-        pthread_mutex_t *stripe = &fs->inode_locks[ino % INODE_LOCK_STRIPES];
+        pthread_rwlock_t *stripe = &fs->inode_locks[ino % INODE_LOCK_STRIPES];
         if (!wb->ninflight)
-            pthread_mutex_lock(stripe);
-        else if (pthread_mutex_trylock(stripe) != 0)
+            pthread_rwlock_wrlock(stripe);
+        else if (pthread_rwlock_trywrlock(stripe) != 0)
             break;
         size_t collected = 0;
         size_t got = chunk_add_inode(fs, ino, held, max_pages - assigned, &collected, &err);
@@ -327,7 +327,7 @@ static int write_chunk(struct f2fuse *fs, unsigned max_pages)
             wb->inflight[wb->ninflight++] = ino;
             pthread_mutex_unlock(&wb->lock);
         }
-        pthread_mutex_unlock(stripe);
+        pthread_rwlock_unlock(stripe);
         if (err || !got)
             break;
     }

@@ -472,3 +472,31 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
     free(buf);
     return err;
 }
+
+/* No attribute at all: no xattr node and an empty inline list (checked on every write, so
+ * without loading anything). */
+static bool xattr_none(const struct inode_info *ii, const struct page *ipage)
+{
+    if (ii->xattr_nid)
+        return false;
+    size_t inline_bytes = (ii->inline_flags & F2FS_INLINE_XATTR) ? ii->xattr_addrs * 4u : 0;
+    if (inline_bytes < sizeof(struct f2fs_xattr_header) + sizeof(uint32_t))
+        return true;
+    uint32_t first;
+    memcpy(&first, (const uint8_t *)ipage->data + inline_xattr_offset(ii) +
+                       sizeof(struct f2fs_xattr_header), sizeof(first));
+    return first == 0;
+}
+
+int xattr_drop_capability(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
+{
+    if (xattr_none(ii, ipage))
+        return 0;
+    int err = xattr_set(fs, ii, ipage, "security.capability", NULL, 0, 0);
+    if (err == -ENODATA)
+        return 0;
+    if (err)
+        return err;
+    fsync_needs_checkpoint(fs, ii->ino); /* as any xattr change (roll-forward replays none) */
+    return 1;
+}

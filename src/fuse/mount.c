@@ -23,6 +23,7 @@
 #include "blk/blk.h"
 #include "f2fuse.h"
 #include "fuse/ctl.h"
+#include "fuse/killpriv.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "util/log.h"
@@ -155,7 +156,14 @@ struct daemon {
     atomic_uint_fast64_t requests[OP_COUNT];
     atomic_uint_fast64_t errors[OP_COUNT];
     struct id_map ids; /* uid=, gid=, umask= (options.c) */
+    struct killpriv killpriv; /* killpriv.c: no GETXATTR before every WRITE */
+    struct fuse_session *se;  /* for notifications to the kernel */
 };
+
+static struct killpriv *killpriv_of(void *userdata)
+{
+    return &((struct daemon *)userdata)->killpriv;
+}
 
 static struct daemon *daemon_of(fuse_req_t req)
 {
@@ -297,8 +305,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!err && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
         /* libfuse asks for atomic O_TRUNC: the kernel sends no separate truncate. */
         struct f2fuse_setattr sa = {.valid = F2FUSE_SET_SIZE | F2FUSE_SET_MTIME, .size = 0};
+        if (killpriv_request_kills_suidgid())
+            sa.valid |= F2FUSE_SET_KILL_SUIDGID;
         clock_gettime(CLOCK_REALTIME, &sa.mtime);
         err = f2fuse_setattr(d->fs, to_f2fs(d, ino), &sa, NULL);
+        if (!err && (sa.valid & F2FUSE_SET_KILL_SUIDGID)) /* the mode may have changed */
+            fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
         if (err && fi->fh)
             f2fuse_release(d->fs, to_f2fs(d, ino));
     }
@@ -658,7 +670,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                      struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
-    ssize_t n = off < 0 ? -EINVAL : f2fuse_write(d->fs, to_f2fs(d, ino), buf, size, (uint64_t)off);
+    unsigned flags = killpriv_request_kills_suidgid() ? F2FUSE_WRITE_KILL_SUIDGID : 0;
+    bool mode_changed = false;
+    ssize_t n = off < 0 ? -EINVAL
+                        : f2fuse_write_ex(d->fs, to_f2fs(d, ino), buf, size, (uint64_t)off, flags,
+                                          &mode_changed);
+    if (mode_changed) /* the kernel's copy of the mode still has the set-id bits */
+        fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
     count(d, OP_WRITE, n < 0);
     if (n < 0)
         reply_err(req, (int)n);
@@ -706,6 +724,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         sa.valid |= F2FUSE_SET_CTIME;
         sa.ctime = attr->st_ctim;
     }
+    if (killpriv_request_kills_suidgid())
+        sa.valid |= F2FUSE_SET_KILL_SUIDGID;
     struct f2fuse_attr a;
     int err = f2fuse_setattr(d->fs, to_f2fs(d, ino), &sa, &a);
     count(d, OP_SETATTR, err);
@@ -889,6 +909,7 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
     if (strcmp(command, "stat") != 0)
         return -EINVAL;
     f2fuse_stats(d->fs, print_stat, out);
+    print_stat(out, "fuse.handle_killpriv_v2", atomic_load(&d->killpriv.enabled));
     for (int i = 0; i < OP_COUNT; i++) {
         char name[64];
         snprintf(name, sizeof(name), "fuse.%s.requests", op_names[i]);
@@ -1073,6 +1094,10 @@ int mount_main(int argc, char **argv)
     if (fuse_session_mount(se, real_mnt) != 0)
         goto out;
     mounted = true;
+    d.se = se;
+    d.killpriv.want = true;
+    if (killpriv_install(se, killpriv_of) != 0)
+        log_warn("cannot take over the FUSE channel's I/O: every write will cost a GETXATTR");
     set_read_ahead(real_mnt, d.perf.read_ahead_kb);
     err = ctl_start(real_mnt, ctl_handle, &d, &ctl);
     if (err)
