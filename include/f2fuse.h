@@ -33,6 +33,7 @@ struct f2fuse_options {
      * that alternating requesters share checkpoints (jbd2's batching); 0 = never wait. */
     unsigned checkpoint_batch_us;
     bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
+    bool flush_merge;      /* concurrent fast fsyncs share device flushes (default on) */
     /* Every checkpoint also writes every file's dirty data (checkpoint_data=all): a directory
      * fsync then makes everything durable.  Off (checkpoint_data=metadata, the default), as
      * in f2fs: regular files' data reaches the image by writeback, fsync, f2fuse_sync, the

@@ -688,7 +688,7 @@ static bool page_of_metadata(const struct page *page, void *arg)
 /* Writes every dirty data page match selects to a new block of its log, pointing the file
  * at it.  Runs inside a checkpoint before node writeback, or for one file's fsync. */
 static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page *, void *),
-                              void *arg)
+                              void *arg, enum blk_prio prio)
 {
     enum { BATCH = 1024 };
     struct page **pages = fs_malloc(fs, BATCH * sizeof(*pages));
@@ -716,7 +716,7 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
             err = data_assign_block(fs, &ii, ipage, pages[i], &blkaddr);
             if (!err) {
                 pages[i]->blkaddr = blkaddr;
-                reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio,
+                reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = prio,
                                               .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
                                               .len = F2FS_BLKSIZE, .buf = pages[i]->data};
                 rp[nreq] = &reqs[nreq];
@@ -746,12 +746,17 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
 
 int data_writeback(struct f2fuse *fs, uint32_t only_ino)
 {
-    return writeback_matching(fs, only_ino ? page_of_inode : NULL, &only_ino);
+    return writeback_matching(fs, only_ino ? page_of_inode : NULL, &only_ino, fs->io_prio);
+}
+
+int data_writeback_inode(struct f2fuse *fs, uint32_t ino, enum blk_prio prio)
+{
+    return writeback_matching(fs, page_of_inode, &ino, prio);
 }
 
 int data_writeback_metadata(struct f2fuse *fs)
 {
-    return writeback_matching(fs, page_of_metadata, NULL);
+    return writeback_matching(fs, page_of_metadata, NULL, fs->io_prio);
 }
 
 uint64_t data_max_size(const struct inode_info *ii)

@@ -378,22 +378,20 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
     err = inode_get(fs, ino, &ipage, &ii);
     if (!err) {
         fast = fsync_can_roll_forward(fs, &ii, ipage, &dentry_mark);
-        /* A regular file's data goes first either way: a checkpoint does not write it. */
+        /* A regular file's data goes first either way: a checkpoint does not write it.
+         * Fsyncs of other files write their data meanwhile; only the node chain is one
+         * fsync at a time. */
         if (S_ISREG(ii.mode)) {
-            pthread_mutex_lock(&fs->fsync_lock);
-            fs->io_prio = prio; /* no checkpoint runs (cp_lock), no other fsync (fsync_lock) */
             if (fast)
                 pcache_mark_dirty(fs->cache, ipage); /* the inode carries the fsync mark */
             writeback_wait_inode(fs, ino); /* the flusher's blocks land before our flush */
-            err = data_writeback(fs, ino);
-            if (!err && fast)
-                err = node_writeback(fs, ino, dentry_mark);
+            err = data_writeback_inode(fs, ino, prio);
             if (!err && fast) {
-                struct blk_req req = {.op = BLK_FLUSH, .prio = prio};
-                struct blk_req *r = &req;
-                err = blk_submit_wait(fs->dev, &r, 1);
+                pthread_mutex_lock(&fs->fsync_lock);
+                fs->io_prio = prio; /* no checkpoint runs (cp_lock), no other fsync (fsync_lock) */
+                err = node_writeback(fs, ino, dentry_mark);
+                pthread_mutex_unlock(&fs->fsync_lock);
             }
-            pthread_mutex_unlock(&fs->fsync_lock);
             int none = 0;
             if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false,
                                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -408,6 +406,15 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
     if (err)
         return err;
     if (fast) {
+        /* Outside every lock: other fsyncs write their nodes meanwhile and share it. */
+        err = flush_merge_wait(fs, prio);
+        int none = 0;
+        if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false,
+                                               __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            log_err("fsync of inode %u: the flush failed: %s; the mount turns read-only", ino,
+                    strerror(-err));
+        if (err)
+            return err;
         atomic_fetch_add(&fs->fsync_fast, 1);
         return 0;
     }

@@ -35,6 +35,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->checkpoint_merge = true;
     o->checkpoint_batch_us = 15000;
     o->fsync_fast = true;
+    o->flush_merge = true;
     discard_options_init(o); /* discard.c */
     writeback_options_init(o); /* writeback.c */
     gc_options_init(o);      /* gc.c */
@@ -44,7 +45,7 @@ const char *f2fuse_option_names(void)
 {
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, checkpoint_batch_us=N, "
-           "fsync=fast|checkpoint, checkpoint_data=metadata|all, discard, nodiscard, discard_mode=block|serial|parallel, "
+           "fsync=fast|checkpoint, flush_merge, noflush_merge, checkpoint_data=metadata|all, discard, nodiscard, discard_mode=block|serial|parallel, "
            "discard_max=BYTES[K|M|G], discard_qd=N, "
            "dirty_bytes=BYTES, dirty_ratio=PCT, dirty_background_bytes=BYTES, "
            "dirty_background_ratio=PCT, dirty_expire_ms=MS, writeback_interval_ms=MS, "
@@ -117,6 +118,12 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
         if (value)
             return -EINVAL;
         o->checkpoint_merge = name[0] == 'c';
+        return 0;
+    }
+    if (strcmp(name, "flush_merge") == 0 || strcmp(name, "noflush_merge") == 0) {
+        if (value)
+            return -EINVAL;
+        o->flush_merge = name[0] == 'f';
         return 0;
     }
     if (!value)
@@ -303,6 +310,7 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_mutex_init(&fs->cp_thread_lock, NULL);
     pthread_cond_init(&fs->cp_thread_wake, NULL);
     pthread_mutex_init(&fs->fsync_lock, NULL);
+    flush_merge_init(&fs->flushes);
     pthread_mutex_init(&fs->cpc.lock, NULL);
     pthread_condattr_t mono; /* the merging daemon's batch wait has a monotonic deadline */
     pthread_condattr_init(&mono);
@@ -405,6 +413,7 @@ void f2fuse_close(struct f2fuse *fs)
     pthread_mutex_destroy(&fs->cp_thread_lock);
     pthread_cond_destroy(&fs->cp_thread_wake);
     pthread_mutex_destroy(&fs->fsync_lock);
+    flush_merge_destroy(&fs->flushes);
     free(fs->fsync_needs_cp);
     pthread_mutex_destroy(&fs->cpc.lock);
     pthread_cond_destroy(&fs->cpc.wake);
@@ -838,6 +847,8 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     gc_emit_stats(fs, fn, arg);      /* gc.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
+    fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
+    fn(arg, "fsync.flushes", atomic_load(&fs->flushes.issued));
     fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));
     fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
     fn(arg, "recovery.names", atomic_load(&fs->recovered_names));

@@ -48,6 +48,17 @@ struct cp_control {
 
 /* Everything known about a mounted image.  Geometry and checkpoint state are read once at
  * mount and are immutable on a read-only mount. */
+/* flush_merge.c: concurrent fast fsyncs share device flushes (f2fs's flush_merge). */
+struct flush_merge {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    bool running;                    /* a flush is on the device */
+    uint64_t started, completed;     /* flushes numbered as they start */
+    uint64_t last_ok;                /* the latest flush that succeeded */
+    int last_err;
+    atomic_uint_fast64_t requests, issued;
+};
+
 struct f2fuse {
     struct f2fuse_options opts;
     struct blk_dev *dev;
@@ -107,6 +118,7 @@ struct f2fuse {
      * fsync a checkpoint.  A regular file created since then is replayed with its name
      * (the dentry mark) when its parent is in the checkpoint and lost no name since. */
     pthread_mutex_t fsync_lock;
+    struct flush_merge flushes; /* flush_merge.c: the fast fsyncs' shared flushes */
     uint8_t *fsync_needs_cp; /* one bit per nid, cleared by each checkpoint */
     uint8_t *fsync_new_name; /* one bit per nid: created since (same allocation, cleared too) */
     uint32_t fsync_needs_cp_end; /* bytes of both that may have bits set */
@@ -252,6 +264,8 @@ int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
 /* The same for the pages every checkpoint writes: directory and symlink blocks. */
 int data_writeback_metadata(struct f2fuse *fs);
+/* One inode's dirty data, at prio, by a caller holding its stripe (fsync: several at once). */
+int data_writeback_inode(struct f2fuse *fs, uint32_t ino, enum blk_prio prio);
 /* Gives the file block of data page dpage a new block in its data log (the cold one for data
  * GC moves) and points the file at it (the old block turns invalid); the caller writes the
  * page there.  Holds the inode's stripe. */
@@ -305,6 +319,12 @@ void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino);
 /* A regular file was created: its first fsync may carry its name (the dentry mark). */
 void fsync_new_name(struct f2fuse *fs, uint32_t ino);
 void fsync_checkpointed(struct f2fuse *fs); /* a checkpoint committed: all bits clear */
+
+/* flush_merge.c */
+void flush_merge_init(struct flush_merge *fm);
+void flush_merge_destroy(struct flush_merge *fm);
+/* Returns once a device flush that began after the call has completed (0), or -errno. */
+int flush_merge_wait(struct f2fuse *fs, enum blk_prio prio);
 
 /* recovery.c: replays what fsync wrote after the last checkpoint (roll-forward). */
 /* orphans: the inodes the mount freed just before (their fsync'ed nodes are moot). */
