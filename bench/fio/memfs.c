@@ -162,6 +162,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     struct memfs *m = userdata;
     conn->max_write = MAX_IO;
     conn->max_readahead = MAX_IO;
+    conn->max_background = 64; /* as f2fuse (src/fuse/mount.c: struct fuse_perf_opts) */
+    conn->congestion_threshold = 48;
     if (m->writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 }
