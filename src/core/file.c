@@ -356,6 +356,16 @@ static int fsync_begin(struct f2fuse *fs)
     return err ? err : fs_reserve(fs, 8);
 }
 
+/* An fsync's write or flush failed: the first failure turns the mount read-only. */
+static int fsync_failed(struct f2fuse *fs, uint32_t ino, int err)
+{
+    int none = 0;
+    if (__atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        log_err("fsync of inode %u failed: %s; the mount turns read-only", ino, strerror(-err));
+    return err;
+}
+
 static uint32_t caller_tid(const struct f2fuse_caller *who)
 {
     return who && who->tid > 0 ? (uint32_t)who->tid : 0;
@@ -392,12 +402,8 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
                 err = node_writeback(fs, ino, dentry_mark);
                 pthread_mutex_unlock(&fs->fsync_lock);
             }
-            int none = 0;
-            if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false,
-                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-                log_err("fsync of inode %u failed: %s; the mount turns read-only", ino,
-                        strerror(-err));
-            }
+            if (err)
+                fsync_failed(fs, ino, err);
         }
         pcache_put(fs->cache, ipage);
     }
@@ -408,13 +414,8 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
     if (fast) {
         /* Outside every lock: other fsyncs write their nodes meanwhile and share it. */
         err = flush_merge_wait(fs, prio);
-        int none = 0;
-        if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false,
-                                               __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            log_err("fsync of inode %u: the flush failed: %s; the mount turns read-only", ino,
-                    strerror(-err));
         if (err)
-            return err;
+            return fsync_failed(fs, ino, err);
         atomic_fetch_add(&fs->fsync_fast, 1);
         return 0;
     }

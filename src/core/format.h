@@ -238,6 +238,10 @@ static_assert(sizeof(struct f2fs_summary_block) == F2FS_BLKSIZE, "summary block"
 #define DEF_INLINE_RESERVED_SIZE 1
 #define XATTR_NODE_OFFSET ((1u << 29) - 1) /* footer offset of an xattr node: 0x1FFFFFFF */
 #define OFFSET_BIT_SHIFT 3
+/* node footer flag bits below the offset */
+#define NODE_COLD_BIT 0x1u  /* a node of a non-directory */
+#define NODE_FSYNC_BIT 0x2u /* the last node an fsync wrote (roll-forward replays up to it) */
+#define NODE_DENT_BIT 0x4u  /* recovery adds the inode's name (i_name) to its parent (i_pino) */
 
 /* i_inline */
 #define F2FS_INLINE_XATTR   0x01

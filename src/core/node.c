@@ -108,7 +108,6 @@ uint64_t node_chain_version(const struct f2fuse *fs)
     return ver;
 }
 
-#define NODE_COLD_BIT 0x1u /* footer flag: node of a non-directory */
 
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
              struct page **out)
@@ -181,8 +180,6 @@ static enum log_type node_log(const struct f2fs_node *node)
 }
 
 #define WRITEBACK_BATCH 1024
-#define NODE_FSYNC_BIT 0x2u /* footer flag: the last node an fsync wrote */
-#define NODE_DENT_BIT 0x4u /* footer flag: recovery adds the inode's name to its parent */
 
 struct fsync_match {
     uint32_t ino;

@@ -24,9 +24,6 @@
 
 #include "core/fs.h"
 
-#define NODE_FSYNC_BIT 0x2u
-#define NODE_DENT_BIT 0x4u
-
 struct chain_node {
     uint32_t blkaddr;
     uint32_t nid, ino, ofs;

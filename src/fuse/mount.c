@@ -230,7 +230,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_write = d->perf.max_write;
     conn->max_readahead = MAX_IO;
     conn->max_background = d->perf.max_background;
-    conn->congestion_threshold = d->perf.max_background * 3 / 4 ? d->perf.max_background * 3 / 4 : 1;
+    unsigned congested = d->perf.max_background * 3 / 4;
+    conn->congestion_threshold = congested ? congested : 1;
     if (conn->capable & FUSE_CAP_ASYNC_READ)
         conn->want |= FUSE_CAP_ASYNC_READ;
     if (d->perf.writeback_cache && !d->read_only && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
