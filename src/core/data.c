@@ -423,6 +423,41 @@ int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *i
     return 0;
 }
 
+/* Bytes between a file's end and the end of its last block must read as zeros once the file
+ * grows. Truncate zeroes them in the cache, but a checkpoint taken while that page was dirty
+ * records the new size with the old block (checkpoint_data=metadata, as f2fs): after a crash
+ * the block's stale tail would show as soon as the file grew. Growing checks the tail here. */
+int data_zero_past_end(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
+{
+    size_t keep = ii->size % F2FS_BLKSIZE;
+    if (keep == 0 || ii->inline_flags & F2FS_INLINE_DATA)
+        return 0;
+    uint64_t index = ii->size / F2FS_BLKSIZE;
+    uint64_t key = data_key(ii->ino, index);
+    struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
+    if (!page) {
+        uint32_t addr;
+        int err = data_map(fs, ii, &page_node(ipage)->i, index, 1, &addr);
+        if (err)
+            return err;
+        if (addr == NULL_ADDR) /* a hole or a reserved block: zeros already */
+            return 0;
+        err = pcache_get(fs->cache, PAGE_DATA, key, addr, &page);
+        if (err)
+            return err;
+    }
+    const uint8_t *tail = (const uint8_t *)page->data + keep;
+    size_t n = F2FS_BLKSIZE - keep;
+    if (tail[0] || memcmp(tail, tail + 1, n - 1)) {
+        memset((uint8_t *)page->data + keep, 0, n);
+        page->checkpoint_data = !S_ISREG(ii->mode);
+        pcache_mark_dirty(fs->cache, page);
+        atomic_fetch_add(&fs->stale_tails_zeroed, 1);
+    }
+    pcache_put(fs->cache, page);
+    return 0;
+}
+
 ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
                    size_t size, uint64_t off)
 {
@@ -445,6 +480,11 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
             return (ssize_t)size;
         }
         int err = data_convert_inline(fs, ii, ipage);
+        if (err)
+            return err;
+    }
+    if (end > ii->size) {
+        int err = data_zero_past_end(fs, ii, ipage);
         if (err)
             return err;
     }
@@ -626,6 +666,11 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
             ii->advise &= (uint8_t)~FADVISE_KEEP_SIZE_BIT;
             ri->i_advise = ii->advise;
         }
+    }
+    if (new_size > old_size) {
+        int err = data_zero_past_end(fs, ii, ipage);
+        if (err)
+            return err;
     }
 set_size:
     ii->size = new_size;

@@ -244,7 +244,7 @@ static int fallocate_op(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off,
             if (mode & FALLOC_FL_KEEP_SIZE) {
                 /* Blocks past the end on purpose: tell fsck and the kernel (i_advise). */
                 page_node(ipage)->i.i_advise |= FADVISE_KEEP_SIZE_BIT;
-            } else {
+            } else if (!(err = data_zero_past_end(fs, &ii, ipage))) {
                 ii.size = end;
                 page_node(ipage)->i.i_size = htole64(end);
             }

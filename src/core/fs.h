@@ -123,6 +123,7 @@ struct f2fuse {
     uint8_t *fsync_new_name; /* one bit per nid: created since (same allocation, cleared too) */
     uint32_t fsync_needs_cp_end; /* bytes of both that may have bits set */
     atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes, recovered_names;
+    atomic_uint_fast64_t stale_tails_zeroed; /* data_zero_past_end found a stale tail */
 
     /* The checkpoint thread: commits every checkpoint_interval seconds when dirty. */
     pthread_t cp_thread;
@@ -259,6 +260,7 @@ void inode_add_blocks(struct page *ipage, int64_t delta);
 ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
                    size_t size, uint64_t off);
 int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size);
+int data_zero_past_end(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 /* Frees every block and node of a file, past its size too (fallocate KEEP_SIZE). */
 int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
