@@ -218,7 +218,13 @@ int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **ou
     list_init(&c->lru);
     for (int s = 0; s < PAGE_SPACES; s++)
         list_init(&c->dirty[s]);
-    pthread_mutex_init(&c->lock, NULL);
+    /* Held for a few hundred ns at a time by every request thread and the flusher: spin a
+     * little before sleeping, so that a short wait does not cost two context switches. */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&c->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
     pthread_cond_init(&c->loaded, NULL);
     pthread_mutex_init(&c->pool.lock, NULL);
     *out = c;
@@ -269,6 +275,30 @@ static int grab_existing(struct pcache *c, struct page *p)
     return 0;
 }
 
+/* Takes the least recently used clean unreferenced page out of the table for reuse when
+ * the cache is at its budget and reclaim would evict it anyway (the clean reserve stays).
+ * Called with the lock held; the caller owns the page. */
+static struct page *reclaim_one(struct pcache *c)
+{
+    if (c->pages < c->max_pages || c->lru.lru_next == &c->lru)
+        return NULL;
+    uint64_t dirty = 0;
+    for (int s = 0; s < PAGE_SPACES; s++)
+        dirty += c->ndirty[s];
+    uint64_t target = c->max_pages - 1;
+    uint64_t reserve = target / 8 < CLEAN_RESERVE_PAGES ? target / 8 : CLEAN_RESERVE_PAGES;
+    if (target < dirty + reserve)
+        target = dirty + reserve;
+    if (c->pages <= target)
+        return NULL;
+    struct page *p = c->lru.lru_next;
+    list_unlink(p);
+    hash_remove(c, p);
+    c->pages--;
+    atomic_fetch_add(&c->evictions, 1);
+    return p;
+}
+
 int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t blkaddr,
                struct page **out)
 {
@@ -280,34 +310,64 @@ int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t b
             *out = p;
         return err;
     }
-
-    if (c->pages >= c->max_pages)
-        reclaim(c, c->max_pages - 1);
-    p = enomem_injected(c) ? NULL : calloc(1, sizeof(*p));
-    void *data = p ? pool_get(&c->pool) : NULL;
-    if (!data) {
-        free(p);
+    if (enomem_injected(c)) {
         pthread_mutex_unlock(&c->lock);
         return -ENOMEM;
+    }
+    /* At the budget the evicted page is reused as it is; the allocation, the zeroing and
+     * any further eviction happen outside the lock every request thread takes. */
+    struct page *spare = reclaim_one(c);
+    if (!spare && c->pages >= c->max_pages)
+        reclaim(c, c->max_pages - 1);
+    c->pages++; /* counted from here, so that concurrent misses do not overshoot the budget */
+    pthread_mutex_unlock(&c->lock);
+
+    void *data;
+    if (spare) {
+        data = spare->data;
+        memset(spare, 0, sizeof(*spare));
+        p = spare;
+    } else {
+        p = calloc(1, sizeof(*p));
+        data = p ? pool_get(&c->pool) : NULL;
+        if (!data) {
+            free(p);
+            pthread_mutex_lock(&c->lock);
+            c->pages--;
+            pthread_mutex_unlock(&c->lock);
+            return -ENOMEM;
+        }
     }
     p->space = space;
     p->key = key;
     p->blkaddr = blkaddr;
     p->data = data;
     p->refs = 1;
+    bool load = blkaddr != PCACHE_NO_LOAD;
+    if (!load) {
+        memset(p->data, 0, PAGE_BYTES);
+        p->uptodate = true;
+    }
+
+    pthread_mutex_lock(&c->lock);
+    struct page *other = hash_find(c, space, key);
+    if (other) { /* created by another thread meanwhile: use that one */
+        c->pages--;
+        int err = grab_existing(c, other);
+        page_free(c, p);
+        if (!err)
+            *out = other;
+        return err;
+    }
     size_t b = bucket_of(c, space, key);
     p->hash_next = c->buckets[b];
     c->buckets[b] = p;
     p->in_table = true;
-    c->pages++;
-    if (blkaddr == PCACHE_NO_LOAD) {
-        memset(p->data, 0, PAGE_BYTES);
-        p->uptodate = true;
-        pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->lock);
+    if (!load) {
         *out = p;
         return 0;
     }
-    pthread_mutex_unlock(&c->lock);
 
     atomic_fetch_add(&c->misses, 1);
     int err = blk_read(c->dev, blkaddr * PAGE_BYTES, p->data, PAGE_BYTES);
@@ -344,29 +404,33 @@ struct page *pcache_find(struct pcache *c, enum page_space space, uint64_t key)
     return grab_existing(c, p) ? NULL : p;
 }
 
-void pcache_put(struct pcache *c, struct page *p)
+/* Drops a reference; returns the page when the caller must free it (after unlocking). */
+static struct page *put_locked(struct pcache *c, struct page *p)
 {
-    if (!p)
-        return;
-    pthread_mutex_lock(&c->lock);
     if (--p->refs == 0) {
-        if (!p->in_table) {
-            /* Out of the table (failed load, or forgotten while referenced). */
-            pthread_mutex_unlock(&c->lock);
-            page_free(c, p);
-            return;
-        }
+        if (!p->in_table)
+            return p; /* out of the table (failed load, or forgotten while referenced) */
         if (!p->dirty)
             list_add_tail(&c->lru, p);
         if (c->pages > c->max_pages)
             reclaim(c, c->max_pages);
     }
-    pthread_mutex_unlock(&c->lock);
+    return NULL;
 }
 
-void pcache_mark_dirty(struct pcache *c, struct page *p)
+void pcache_put(struct pcache *c, struct page *p)
 {
+    if (!p)
+        return;
     pthread_mutex_lock(&c->lock);
+    struct page *gone = put_locked(c, p);
+    pthread_mutex_unlock(&c->lock);
+    if (gone)
+        page_free(c, gone);
+}
+
+static void mark_dirty_locked(struct pcache *c, struct page *p)
+{
     if (!p->dirty) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -376,12 +440,27 @@ void pcache_mark_dirty(struct pcache *c, struct page *p)
         list_add_tail(&c->dirty[p->space], p);
         c->ndirty[p->space]++;
     }
+}
+
+void pcache_mark_dirty(struct pcache *c, struct page *p)
+{
+    pthread_mutex_lock(&c->lock);
+    mark_dirty_locked(c, p);
     pthread_mutex_unlock(&c->lock);
 }
 
-void pcache_mark_clean(struct pcache *c, struct page *p, uint64_t blkaddr)
+void pcache_put_dirty(struct pcache *c, struct page *p)
 {
     pthread_mutex_lock(&c->lock);
+    mark_dirty_locked(c, p);
+    struct page *gone = put_locked(c, p);
+    pthread_mutex_unlock(&c->lock);
+    if (gone)
+        page_free(c, gone);
+}
+
+static void mark_clean_locked(struct pcache *c, struct page *p, uint64_t blkaddr)
+{
     p->blkaddr = blkaddr;
     if (p->dirty) {
         p->dirty = false;
@@ -390,6 +469,21 @@ void pcache_mark_clean(struct pcache *c, struct page *p, uint64_t blkaddr)
         if (p->refs == 0)
             list_add_tail(&c->lru, p);
     }
+}
+
+void pcache_mark_clean(struct pcache *c, struct page *p, uint64_t blkaddr)
+{
+    pthread_mutex_lock(&c->lock);
+    mark_clean_locked(c, p, blkaddr);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void pcache_mark_clean_many(struct pcache *c, struct page *const *pages,
+                            const uint32_t *blkaddrs, size_t n)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < n; i++)
+        mark_clean_locked(c, pages[i], blkaddrs[i]);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -408,6 +502,32 @@ size_t pcache_collect_dirty_match(struct pcache *c, enum page_space space,
     }
     pthread_mutex_unlock(&c->lock);
     return n;
+}
+
+size_t pcache_keep_dirty(struct pcache *c, struct page **pages, size_t n)
+{
+    size_t kept = 0;
+    struct page *gone = NULL; /* out of the table, last reference: freed after unlocking */
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct page *p = pages[i];
+        if (p->dirty) {
+            pages[kept++] = p;
+            continue;
+        }
+        struct page *freed = put_locked(c, p);
+        if (freed) {
+            freed->hash_next = gone;
+            gone = freed;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    while (gone) {
+        struct page *next = gone->hash_next;
+        page_free(c, gone);
+        gone = next;
+    }
+    return kept;
 }
 
 size_t pcache_collect_dirty(struct pcache *c, enum page_space space, struct page **pages,

@@ -55,10 +55,18 @@ void pcache_put(struct pcache *cache, struct page *page);
 
 /* Dirty tracking.  The caller holds a reference when marking. */
 void pcache_mark_dirty(struct pcache *cache, struct page *page);
+/* pcache_mark_dirty and pcache_put in one hold of the lock. */
+void pcache_put_dirty(struct pcache *cache, struct page *page);
 /* Marks the page clean after it was written to blkaddr. */
 void pcache_mark_clean(struct pcache *cache, struct page *page, uint64_t blkaddr);
+/* pcache_mark_clean of n pages in one hold of the lock (the flusher's chunk). */
+void pcache_mark_clean_many(struct pcache *cache, struct page *const *pages,
+                            const uint32_t *blkaddrs, size_t n);
 /* Fills pages[] with up to max referenced dirty pages of space (oldest first) and returns
  * how many; the caller writes them, marks them clean and puts them. */
+/* Keeps in pages[0, return) those of the n referenced pages that are still dirty, in their
+ * order, and puts the others. */
+size_t pcache_keep_dirty(struct pcache *cache, struct page **pages, size_t n);
 size_t pcache_collect_dirty(struct pcache *cache, enum page_space space, struct page **pages,
                             size_t max);
 /* The same, for the dirty pages that match says yes to (called with the cache locked: it

@@ -508,8 +508,7 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
             break;
         }
         memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
-        pcache_mark_dirty(fs->cache, page);
-        pcache_put(fs->cache, page);
+        pcache_put_dirty(fs->cache, page);
         done += n;
     }
     if (end > ii->size) {
@@ -690,38 +689,74 @@ static bool page_of_inode(const struct page *page, void *arg)
     return page->key >> 32 == *(const uint32_t *)arg;
 }
 
-int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
-                      struct page *dpage, uint32_t *blkaddr_out)
+/* Do two file block indexes have their pointers in the same node? */
+static bool same_dnode(const struct node_path *a, const struct node_path *b)
 {
-    struct dnode dn;
-    int err = dnode_get(fs, ii, ipage, dpage->key & 0xffffffffu, true, &dn);
-    if (err)
-        return err;
+    if (a->depth != b->depth)
+        return false;
+    for (int level = 0; level < a->depth; level++)
+        if (a->offsets[level] != b->offsets[level])
+            return false;
+    return true;
+}
+
+int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                       struct page *const *pages, size_t n, uint32_t *addrs, size_t *done)
+{
+    struct dnode dn = {0};
+    struct node_path cur = {0};
     struct f2fs_nat_entry ne;
-    err = nat_get(fs->nat, dn.nid, &ne);
-    struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
-                               .ofs_in_node = htole16((uint16_t)dn.ofs)};
-    uint32_t blkaddr = 0;
-    /* data moved by GC (gc.c) goes to the cold log, away from fresh writes */
-    enum log_type log = S_ISDIR(ii->mode) ? LOG_HOT_DATA
-                        : dpage->gc_cold  ? LOG_COLD_DATA
-                                          : LOG_WARM_DATA;
-    uint32_t old = err ? NULL_ADDR : le32(*dn.addr);
-    if (!err)
+    bool have = false, inode_dirty = false;
+    int err = 0;
+    size_t i = 0;
+    for (; i < n; i++) {
+        struct page *dpage = pages[i];
+        uint64_t index = dpage->key & 0xffffffffu;
+        struct node_path p;
+        err = path_of(ii->addrs_per_inode, index, &p);
+        if (err)
+            break;
+        if (have && same_dnode(&cur, &p)) {
+            dn.ofs = p.offsets[p.depth];
+            dn.addr = p.depth == 0 ? INODE_ADDR(ipage, ii->extra_isize / 4 + dn.ofs)
+                                   : NODE_SLOT(dn.page, dn.ofs);
+        } else {
+            dnode_put(fs, ipage, &dn);
+            have = false;
+            err = dnode_get(fs, ii, ipage, index, true, &dn);
+            if (err)
+                break;
+            have = true;
+            cur = p;
+            err = nat_get(fs->nat, dn.nid, &ne);
+            if (err)
+                break;
+            pcache_mark_dirty(fs->cache, dn.page); /* its pointers change below */
+        }
+        struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
+                                   .ofs_in_node = htole16((uint16_t)dn.ofs)};
+        enum log_type log = S_ISDIR(ii->mode) ? LOG_HOT_DATA
+                            : dpage->gc_cold  ? LOG_COLD_DATA
+                                              : LOG_WARM_DATA;
+        uint32_t old = le32(*dn.addr);
+        uint32_t blkaddr = 0;
         err = seg_alloc_block(fs->seg, log, &sum,
                               blkaddr_in_main(fs, old) || old == NEW_ADDR ? old : NULL_ADDR,
                               &blkaddr);
-    if (!err) {
+        if (err)
+            break;
         dpage->gc_cold = false;
         if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
             inode_add_blocks(ipage, 1);
-            pcache_mark_dirty(fs->cache, ipage);
+            inode_dirty = true;
         }
         *dn.addr = htole32(blkaddr);
-        pcache_mark_dirty(fs->cache, dn.page);
-        *blkaddr_out = blkaddr;
+        addrs[i] = blkaddr;
     }
     dnode_put(fs, ipage, &dn);
+    if (inode_dirty)
+        pcache_mark_dirty(fs->cache, ipage);
+    *done = i;
     return err;
 }
 
@@ -739,53 +774,51 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
     struct page **pages = fs_malloc(fs, BATCH * sizeof(*pages));
     struct blk_req *reqs = fs_malloc(fs, BATCH * sizeof(*reqs));
     struct blk_req **rp = fs_malloc(fs, BATCH * sizeof(*rp));
-    int err = pages && reqs && rp ? 0 : -ENOMEM;
+    uint32_t *addrs = fs_malloc(fs, BATCH * sizeof(*addrs));
+    int err = pages && reqs && rp && addrs ? 0 : -ENOMEM;
     while (!err) {
         size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA, match, arg, pages, BATCH);
         if (n == 0)
             break;
         qsort(pages, n, sizeof(*pages), key_order); /* file order: contiguous blocks */
         size_t nreq = 0;
-        struct page *ipage = NULL;
-        struct inode_info ii;
-        for (size_t i = 0; i < n && !err; i++) {
+        for (size_t i = 0, next; i < n && !err; i = next) {
             uint32_t ino = (uint32_t)(pages[i]->key >> 32);
-            if (!ipage || ii.ino != ino) {
-                pcache_put(fs->cache, ipage);
-                ipage = NULL;
-                err = inode_get(fs, ino, &ipage, &ii);
-                if (err)
-                    break;
-            }
-            uint32_t blkaddr;
-            err = data_assign_block(fs, &ii, ipage, pages[i], &blkaddr);
-            if (!err) {
-                pages[i]->blkaddr = blkaddr;
+            for (next = i + 1; next < n && (uint32_t)(pages[next]->key >> 32) == ino; next++)
+                ;
+            struct page *ipage;
+            struct inode_info ii;
+            err = inode_get(fs, ino, &ipage, &ii);
+            if (err)
+                break;
+            size_t done = 0;
+            err = data_assign_blocks(fs, &ii, ipage, pages + i, next - i, addrs + i, &done);
+            pcache_put(fs->cache, ipage);
+            for (size_t k = i; k < i + done; k++) {
                 reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = prio,
-                                              .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
-                                              .len = F2FS_BLKSIZE, .buf = pages[i]->data};
+                                              .off = (uint64_t)addrs[k] * F2FS_BLKSIZE,
+                                              .len = F2FS_BLKSIZE, .buf = pages[k]->data};
                 rp[nreq] = &reqs[nreq];
                 nreq++;
             }
         }
-        pcache_put(fs->cache, ipage);
         if (!err) {
             uint64_t t0 = writeback_clock_ns();
             err = blk_submit_wait(fs->dev, rp, (unsigned)nreq);
             if (!err) /* the bandwidth estimate learns from every data writeback */
                 writeback_account(fs, nreq * (uint64_t)F2FS_BLKSIZE, writeback_clock_ns() - t0);
         }
-        for (size_t j = 0; j < n; j++) {
-            if (!err)
-                pcache_mark_clean(fs->cache, pages[j], pages[j]->blkaddr);
+        if (!err)
+            pcache_mark_clean_many(fs->cache, pages, addrs, n);
+        for (size_t j = 0; j < n; j++)
             pcache_put(fs->cache, pages[j]);
-        }
         if (!err)
             atomic_fetch_add(&fs->data_pages_written, n);
     }
     free(pages);
     free(reqs);
     free(rp);
+    free(addrs);
     return err;
 }
 

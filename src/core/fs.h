@@ -268,11 +268,13 @@ int data_writeback(struct f2fuse *fs, uint32_t only_ino);
 int data_writeback_metadata(struct f2fuse *fs);
 /* One inode's dirty data, at prio, by a caller holding its stripe (fsync: several at once). */
 int data_writeback_inode(struct f2fuse *fs, uint32_t ino, enum blk_prio prio);
-/* Gives the file block of data page dpage a new block in its data log (the cold one for data
- * GC moves) and points the file at it (the old block turns invalid); the caller writes the
- * page there.  Holds the inode's stripe. */
-int data_assign_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
-                      struct page *dpage, uint32_t *blkaddr);
+/* Gives the file blocks of the n data pages (one inode's, sorted by index) new blocks in
+ * their data log (the cold one for data GC moves) and points the file at them (the old
+ * blocks turn invalid); addrs[i] is page i's block, which the caller writes.  Each direct
+ * node is looked up, and its NAT entry read, once.  *done: pages assigned, also on error.
+ * Holds the inode's stripe. */
+int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                       struct page *const *pages, size_t n, uint32_t *addrs, size_t *done);
 /* The cached page of file block index, created when absent: read from its block when
  * keep_old (and it has one), else zero-filled.  A block without one gets it reserved
  * (NEW_ADDR in its pointer, counted in i_blocks, as f2fs_reserve_block does), so that
