@@ -55,6 +55,7 @@ struct f2fuse_options {
     unsigned discard_mode; /* F2FUSE_DISCARD_* (default parallel; the others are baselines) */
     uint64_t discard_max;  /* largest single discard request in bytes (default 64 MiB) */
     unsigned discard_qd;   /* discard requests in flight in parallel mode (default 32) */
+    unsigned discard_idle_ms; /* online discard waits for this long without writes (100; 0: at once) */
     /* writeback control (seed 001; all changeable on a running mount, see f2fuse_tune).
      * Dirty means file data written and not yet on the device; ratios are % of cache_size,
      * the most dirty data could ever take. */

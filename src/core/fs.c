@@ -46,7 +46,7 @@ const char *f2fuse_option_names(void)
     return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, checkpoint_batch_us=N, "
            "fsync=fast|checkpoint, flush_merge, noflush_merge, checkpoint_data=metadata|all, discard, nodiscard, discard_mode=block|serial|parallel, "
-           "discard_max=BYTES[K|M|G], discard_qd=N, "
+           "discard_max=BYTES[K|M|G], discard_qd=N, discard_idle_ms=MS, "
            "dirty_bytes=BYTES, dirty_ratio=PCT, dirty_background_bytes=BYTES, "
            "dirty_background_ratio=PCT, dirty_expire_ms=MS, writeback_interval_ms=MS, "
            "dirty_background_time=MS, dev_bw=BYTES_PER_S, "

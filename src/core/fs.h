@@ -124,6 +124,9 @@ struct f2fuse {
     uint32_t fsync_needs_cp_end; /* bytes of both that may have bits set */
     atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes, recovered_names;
     atomic_uint_fast64_t stale_tails_zeroed; /* data_zero_past_end found a stale tail */
+    /* CLOCK_MONOTONIC ns of the last write-side request (fs_reserve): background GC and
+     * online discard wait for this to be old enough */
+    atomic_uint_fast64_t activity_ns;
 
     /* The checkpoint thread: commits every checkpoint_interval seconds when dirty. */
     pthread_t cp_thread;

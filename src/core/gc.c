@@ -32,7 +32,6 @@ struct gc_control {
     pthread_cond_t wake;
     pthread_t thread;
     bool running, stopping;
-    atomic_uint_fast64_t last_activity_ns;
     bool bg_error_logged;
 
     atomic_uint_fast64_t fg_rounds, bg_rounds, fg_segments, bg_segments;
@@ -378,8 +377,7 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
 
 void gc_note_activity(struct f2fuse *fs)
 {
-    if (fs->gc)
-        atomic_store_explicit(&fs->gc->last_activity_ns, now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&fs->activity_ns, now_ns(), memory_order_relaxed);
 }
 
 static void background_step(struct f2fuse *fs)
@@ -390,7 +388,7 @@ static void background_step(struct f2fuse *fs)
         return;
     uint64_t idle_ns = (uint64_t)fs->opts.gc_idle_ms * 1000000u;
     if (mode == F2FUSE_BGGC_ON &&
-        now_ns() - atomic_load_explicit(&gc->last_activity_ns, memory_order_relaxed) < idle_ns)
+        now_ns() - atomic_load_explicit(&fs->activity_ns, memory_order_relaxed) < idle_ns)
         return;
     if (pthread_mutex_trylock(&gc->lock))
         return; /* foreground GC is at work */
@@ -450,7 +448,7 @@ int gc_init(struct f2fuse *fs)
      * (nossr: only where they would otherwise fail) */
     if (fs->opts.gc_ssr)
         seg_set_ssr_threshold(fs->seg, FS_LOG_RESERVED_SEGMENTS + gc->reserved);
-    atomic_store(&gc->last_activity_ns, now_ns());
+    gc_note_activity(fs);
     fs->gc = gc;
     return 0;
 }

@@ -6,11 +6,13 @@
  * references are never overwritten (logs only append to free segments, and a segment freed
  * since the checkpoint stays unused until the next one).
  *
- * One chunk = dirty pages of one inode, in file order, at most ~25 ms of device time:
- *   cp_lock shared -> the inode's stripe: collect, assign blocks, copy the data into the
- *   flusher's buffer, mark the pages clean -> stripe and cp_lock dropped (writers and
+ * One chunk = the oldest dirty pages, at most ~25 ms of device time, one run per inode in
+ *   file order: cp_lock shared -> per inode, its stripe: assign blocks, copy the data into
+ *   the chunk's buffer, mark the pages clean -> stripes and cp_lock dropped (writers and
  *   checkpoints go on) -> one request per run of consecutive blocks at low priority ->
- *   pages put.  A checkpoint that starts while the chunk is in flight records node pages
+ *   pages put once written.  Two chunks may be in flight (WB_SLOTS): the next one is
+ *   prepared while the device writes the last.  A checkpoint that starts while a chunk is
+ *   in flight records node pages
  *   pointing at its blocks; it waits for the chunk (writeback_wait_io) just before its
  *   commit flush, so the blocks are on the device before the pack that references them,
  *   and its own node, NAT and SIT writes overlap the chunk.  (Holding cp_lock through the
@@ -286,10 +288,11 @@ static bool io_pending_for(const struct wb_control *wb, uint32_t ino)
     return false;
 }
 
-static bool any_io_pending(const struct wb_control *wb)
+/* Is any slot used (io_only: with writes not yet complete)?  Under wb->lock. */
+static bool any_slot_busy(const struct wb_control *wb, bool io_only)
 {
     for (unsigned i = 0; i < WB_SLOTS; i++)
-        if (wb->slots[i].io_pending)
+        if (io_only ? wb->slots[i].io_pending : wb->slots[i].used)
             return true;
     return false;
 }
@@ -324,12 +327,12 @@ static void chunk_req_done(struct blk_req *req)
     pthread_mutex_unlock(&wb->lock);
 }
 
-/* Prepares one chunk in slot s and submits it: the inode with the oldest dirty data first,
- * then the next oldest ones as long as their stripe is free at once (never waiting for a
- * stripe while blocks are in flight: an fsync holding one may be waiting for those) and
- * the chunk has room.  An inode may be in the other slot's chunk too: its pages dirtied
- * again since then get new blocks here.  Returns pages submitted, 0 when nothing was
- * dirty, or -errno.  The slot stays used until chunk_finish. */
+/* Prepares one chunk in slot s and submits it: the oldest dirty pages, inode by inode; the
+ * stripe of the inode with the oldest page is waited for, the others are taken only when
+ * free at once (never waiting for a stripe while blocks are in flight: an fsync holding
+ * one may be waiting for those).  An inode may be in the other slot's chunk too: its
+ * pages dirtied again since then get new blocks here.  Returns pages submitted, 0 when
+ * nothing was placed, or -errno.  The slot stays used until chunk_finish_oldest_locked. */
 static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
 {
     struct wb_control *wb = fs->wb;
@@ -351,7 +354,7 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         return -EIO;
     }
     pthread_mutex_lock(&wb->lock);
-    bool wait_ok = !any_io_pending(wb);
+    bool wait_ok = !any_slot_busy(wb, true);
     s->used = true;
     s->seq = ++wb->seq;
     s->io_pending = true; /* fsync of an inode added below waits from here on */
@@ -516,14 +519,6 @@ static struct wb_slot *free_slot(struct wb_control *wb)
     return NULL;
 }
 
-static bool any_slot_used(const struct wb_control *wb)
-{
-    for (unsigned i = 0; i < WB_SLOTS; i++)
-        if (wb->slots[i].used)
-            return true;
-    return false;
-}
-
 static void timed_wait(pthread_cond_t *cond, pthread_mutex_t *lock, uint64_t ns)
 {
     struct timespec until;
@@ -541,7 +536,7 @@ static void *flusher_thread(void *arg)
     pthread_mutex_lock(&wb->lock);
     while (!wb->stopping) {
         enum wb_reason r = fs->write_error ? WB_NONE : evaluate_locked(fs, writeback_clock_ns());
-        if (r == WB_NONE && any_slot_used(wb)) {
+        if (r == WB_NONE && any_slot_busy(wb, false)) {
             chunk_finish_oldest_locked(fs);
             continue;
         }
@@ -573,12 +568,12 @@ static void *flusher_thread(void *arg)
         pthread_mutex_lock(&wb->lock);
         if (got > 0) /* fewer dirty pages now: writers at the limit may go on */
             pthread_cond_broadcast(&wb->progress);
-        else if (any_slot_used(wb))
+        else if (any_slot_busy(wb, false))
             chunk_finish_oldest_locked(fs);
         else if (!wb->stopping) /* nothing done: do not spin */
             timed_wait(&wb->wake, &wb->lock, 100000000ull);
     }
-    while (any_slot_used(wb))
+    while (any_slot_busy(wb, false))
         chunk_finish_oldest_locked(fs);
     wb->active = false;
     pthread_cond_broadcast(&wb->progress);
@@ -724,7 +719,7 @@ void writeback_wait_io(struct f2fuse *fs)
     if (!wb)
         return;
     pthread_mutex_lock(&wb->lock);
-    while (any_io_pending(wb))
+    while (any_slot_busy(wb, true))
         pthread_cond_wait(&wb->progress, &wb->lock);
     pthread_mutex_unlock(&wb->lock);
 }
