@@ -32,7 +32,7 @@ struct pcache {
     size_t nbuckets;       /* power of two */
     struct page lru;       /* sentinel: lru.lru_next is the least recently used */
     struct page dirty[PAGE_SPACES]; /* sentinels of the dirty lists, oldest first */
-    size_t ndirty[PAGE_SPACES];
+    size_t ndirty[PAGE_SPACES]; /* changed under the lock (atomically: read without it) */
     uint64_t max_pages;
     uint64_t pages;
     atomic_uint_fast64_t hits, misses, evictions, load_errors;
@@ -438,7 +438,7 @@ static void mark_dirty_locked(struct pcache *c, struct page *p)
         p->dirty = true;
         list_unlink(p);
         list_add_tail(&c->dirty[p->space], p);
-        c->ndirty[p->space]++;
+        __atomic_add_fetch(&c->ndirty[p->space], 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -465,7 +465,7 @@ static void mark_clean_locked(struct pcache *c, struct page *p, uint64_t blkaddr
     if (p->dirty) {
         p->dirty = false;
         list_unlink(p);
-        c->ndirty[p->space]--;
+        __atomic_sub_fetch(&c->ndirty[p->space], 1, __ATOMIC_RELAXED);
         if (p->refs == 0)
             list_add_tail(&c->lru, p);
     }
@@ -538,10 +538,8 @@ size_t pcache_collect_dirty(struct pcache *c, enum page_space space, struct page
 
 size_t pcache_dirty_count(struct pcache *c, enum page_space space)
 {
-    pthread_mutex_lock(&c->lock);
-    size_t n = c->ndirty[space];
-    pthread_mutex_unlock(&c->lock);
-    return n;
+    /* Every write asks (writeback throttling): changed under the lock, read without it. */
+    return __atomic_load_n(&c->ndirty[space], __ATOMIC_RELAXED);
 }
 
 bool pcache_oldest_dirty(struct pcache *c, enum page_space space, uint64_t *key,
@@ -573,7 +571,7 @@ static void drop(struct pcache *c, enum page_space space, uint64_t key, bool eve
     if (p && p->dirty && even_dirty) {
         p->dirty = false;
         list_unlink(p);
-        c->ndirty[p->space]--;
+        __atomic_sub_fetch(&c->ndirty[p->space], 1, __ATOMIC_RELAXED);
     }
     if (p && !p->dirty) {
         hash_remove(c, p);
@@ -618,7 +616,7 @@ void pcache_discard_range(struct pcache *c, enum page_space space, uint64_t lo, 
                 if (p->dirty) {
                     p->dirty = false;
                     list_unlink(p);
-                    c->ndirty[space]--;
+                    __atomic_sub_fetch(&c->ndirty[space], 1, __ATOMIC_RELAXED);
                 }
                 hash_remove(c, p);
                 c->pages--;

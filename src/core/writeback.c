@@ -79,7 +79,13 @@ struct wb_control {
     /* counters (under lock) */
     uint64_t starts[WB_REASONS];
     uint64_t pages_written, chunks, chunk_inodes, requests, io_ns, errors, cp_requests;
-    uint64_t pauses, pause_ns, limit_waits, limit_wait_ns, dirty_max;
+    uint64_t pauses, pause_ns, limit_waits, limit_wait_ns;
+    atomic_uint_fast64_t dirty_max;
+    /* Published under lock whenever a tunable or the estimate changes, read by writers
+     * without it: below fast_below a write neither starts writeback nor pauses, and up to
+     * fast_hard it does not wait (the common case takes no lock; the expire trigger is
+     * left to the flusher's periodic check, as in the kernel). */
+    atomic_uint_fast64_t fast_below, fast_hard;
 };
 
 uint64_t writeback_clock_ns(void)
@@ -186,6 +192,24 @@ int writeback_option_set(struct f2fuse_options *o, const char *name, const char 
     return 0;
 }
 
+static void limits_locked(struct f2fuse *fs, struct wb_limits *l)
+{
+    wb_limits_compute(&fs->wb->t, fs->opts.cache_size, fs->wb->est.bw, l);
+}
+
+static void publish_limits_locked(struct f2fuse *fs)
+{
+    struct wb_limits l;
+    limits_locked(fs, &l);
+    uint64_t below = l.background + (l.hard - l.background) / 2; /* where pauses start */
+    if (l.background < below)
+        below = l.background;
+    if (l.bg_time && l.bg_time < below)
+        below = l.bg_time;
+    atomic_store_explicit(&fs->wb->fast_below, below, memory_order_relaxed);
+    atomic_store_explicit(&fs->wb->fast_hard, l.hard, memory_order_relaxed);
+}
+
 int writeback_tune(struct f2fuse *fs, const char *name, const char *value)
 {
     struct wb_control *wb = fs->wb;
@@ -206,6 +230,7 @@ int writeback_tune(struct f2fuse *fs, const char *name, const char *value)
     int err = parse_tunable(&t, &bw, name, value);
     if (!err) {
         wb->t = t;
+        publish_limits_locked(fs);
         pthread_cond_signal(&wb->wake); /* a new threshold may call for writeback now */
     }
     pthread_mutex_unlock(&wb->lock);
@@ -219,11 +244,6 @@ int writeback_tune(struct f2fuse *fs, const char *name, const char *value)
 static uint64_t dirty_bytes_now(struct f2fuse *fs)
 {
     return (uint64_t)pcache_dirty_count(fs->cache, PAGE_DATA) * F2FS_BLKSIZE;
-}
-
-static void limits_locked(struct f2fuse *fs, struct wb_limits *l)
-{
-    wb_limits_compute(&fs->wb->t, fs->opts.cache_size, fs->wb->est.bw, l);
 }
 
 static enum wb_reason evaluate_locked(struct f2fuse *fs, uint64_t now)
@@ -493,6 +513,7 @@ static int chunk_finish_oldest_locked(struct f2fuse *fs)
         uint64_t took = s->completed_ns > from ? s->completed_ns - from : 0;
         if (took)
             wb_bw_account(&wb->est, s->assigned * (uint64_t)F2FS_BLKSIZE, took);
+        publish_limits_locked(fs);
         wb->pages_written += s->assigned;
         wb->chunks++;
         wb->chunk_inodes += s->ninos;
@@ -592,6 +613,7 @@ int writeback_init(struct f2fuse *fs)
     wb->t = tunables_of(&fs->opts);
     wb_bw_init(&wb->est);
     fs->wb = wb;
+    publish_limits_locked(fs);
     for (unsigned i = 0; i < WB_SLOTS; i++) {
         struct wb_slot *s = &wb->slots[i];
         s->fs = fs;
@@ -651,10 +673,13 @@ void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
     struct wb_control *wb = fs->wb;
     if (!wb)
         return;
+    uint64_t dirty = dirty_bytes_now(fs);
+    if (dirty == 0 || dirty + bytes <= atomic_load_explicit(&wb->fast_hard, memory_order_relaxed))
+        return;
     pthread_mutex_lock(&wb->lock);
     struct wb_limits l;
     limits_locked(fs, &l);
-    uint64_t dirty = dirty_bytes_now(fs);
+    dirty = dirty_bytes_now(fs);
     if (dirty == 0 || dirty + bytes <= l.hard || !wb->running) {
         pthread_mutex_unlock(&wb->lock);
         return;
@@ -680,11 +705,15 @@ void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes)
     struct wb_control *wb = fs->wb;
     if (!wb)
         return;
+    uint64_t dirty = dirty_bytes_now(fs);
+    uint64_t seen = atomic_load_explicit(&wb->dirty_max, memory_order_relaxed);
+    while (dirty > seen && !atomic_compare_exchange_weak(&wb->dirty_max, &seen, dirty))
+        ;
+    if (dirty <= atomic_load_explicit(&wb->fast_below, memory_order_relaxed))
+        return;
     uint64_t now = writeback_clock_ns();
     pthread_mutex_lock(&wb->lock);
-    uint64_t dirty = dirty_bytes_now(fs);
-    if (dirty > wb->dirty_max)
-        wb->dirty_max = dirty;
+    dirty = dirty_bytes_now(fs);
     if (!wb->active && evaluate_locked(fs, now) != WB_NONE)
         pthread_cond_signal(&wb->wake);
     struct wb_limits l;
@@ -731,6 +760,7 @@ void writeback_account(struct f2fuse *fs, uint64_t bytes, uint64_t busy_ns)
         return;
     pthread_mutex_lock(&wb->lock);
     wb_bw_account(&wb->est, bytes, busy_ns);
+    publish_limits_locked(fs);
     pthread_mutex_unlock(&wb->lock);
 }
 
@@ -756,7 +786,8 @@ void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)
     emit(sink, "wb.limit.bg_time_bytes", l.bg_time);
     uint64_t dirty = dirty_bytes_now(fs);
     emit(sink, "wb.dirty_bytes", dirty);
-    emit(sink, "wb.dirty_max_bytes", wb->dirty_max > dirty ? wb->dirty_max : dirty);
+    uint64_t dirty_max = atomic_load(&wb->dirty_max);
+    emit(sink, "wb.dirty_max_bytes", dirty_max > dirty ? dirty_max : dirty);
     emit(sink, "wb.bw_estimate", wb->est.bw);
     emit(sink, "wb.bw_samples", wb->est.samples);
     emit(sink, "wb.active", wb->active);
