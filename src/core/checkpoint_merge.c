@@ -53,12 +53,9 @@ static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio, enum cp_scope s
     int err = __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE) ? -EIO : 0;
     if (!err)
         err = checkpoint_write(fs, false, scope, orphans, orphans ? n : 0);
-    int none = 0;
-    if (err && __atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
-                                           __ATOMIC_ACQUIRE)) {
+    if (err && fs_first_write_error(fs, err))
         log_err("checkpoint failed: %s; the mount turns read-only and the image keeps its "
                 "last checkpoint", strerror(-err));
-    }
     pthread_rwlock_unlock(&fs->cp_lock);
     free(orphans);
     return err;

@@ -423,6 +423,36 @@ int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *i
     return 0;
 }
 
+/* Zeroes file block index from byte keep on: the cached page, else the block loaded (a hole
+ * or a reserved block reads as zeros already).  only_stale: a tail that is zero already is
+ * left alone, not dirtied.  Returns 1 when it zeroed, 0 when not, or -errno. */
+static int zero_block_tail(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                           uint64_t index, size_t keep, bool only_stale)
+{
+    uint64_t key = data_key(ii->ino, index);
+    struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
+    if (!page) {
+        uint32_t addr;
+        int err = data_map(fs, ii, &page_node(ipage)->i, index, 1, &addr);
+        if (!err && addr == NULL_ADDR) /* data_map: NEW_ADDR reads as a hole too */
+            return 0;
+        if (!err)
+            err = pcache_get(fs->cache, PAGE_DATA, key, addr, &page);
+        if (err)
+            return err;
+    }
+    uint8_t *tail = (uint8_t *)page->data + keep;
+    size_t n = F2FS_BLKSIZE - keep;
+    bool zero = !only_stale || tail[0] || memcmp(tail, tail + 1, n - 1);
+    if (zero) {
+        memset(tail, 0, n);
+        page->checkpoint_data = !S_ISREG(ii->mode);
+        pcache_mark_dirty(fs->cache, page);
+    }
+    pcache_put(fs->cache, page);
+    return zero;
+}
+
 /* Bytes between a file's end and the end of its last block must read as zeros once the file
  * grows. Truncate zeroes them in the cache, but a checkpoint taken while that page was dirty
  * records the new size with the old block (checkpoint_data=metadata, as f2fs): after a crash
@@ -432,30 +462,10 @@ int data_zero_past_end(struct f2fuse *fs, struct inode_info *ii, struct page *ip
     size_t keep = ii->size % F2FS_BLKSIZE;
     if (keep == 0 || ii->inline_flags & F2FS_INLINE_DATA)
         return 0;
-    uint64_t index = ii->size / F2FS_BLKSIZE;
-    uint64_t key = data_key(ii->ino, index);
-    struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
-    if (!page) {
-        uint32_t addr;
-        int err = data_map(fs, ii, &page_node(ipage)->i, index, 1, &addr);
-        if (err)
-            return err;
-        if (addr == NULL_ADDR) /* a hole or a reserved block: zeros already */
-            return 0;
-        err = pcache_get(fs->cache, PAGE_DATA, key, addr, &page);
-        if (err)
-            return err;
-    }
-    const uint8_t *tail = (const uint8_t *)page->data + keep;
-    size_t n = F2FS_BLKSIZE - keep;
-    if (tail[0] || memcmp(tail, tail + 1, n - 1)) {
-        memset((uint8_t *)page->data + keep, 0, n);
-        page->checkpoint_data = !S_ISREG(ii->mode);
-        pcache_mark_dirty(fs->cache, page);
+    int r = zero_block_tail(fs, ii, ipage, ii->size / F2FS_BLKSIZE, keep, true);
+    if (r > 0)
         atomic_fetch_add(&fs->stale_tails_zeroed, 1);
-    }
-    pcache_put(fs->cache, page);
-    return 0;
+    return r < 0 ? r : 0;
 }
 
 ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
@@ -645,21 +655,10 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
             return err;
         /* The kept part of the last block must read as zeros past the new end. */
         if (new_size % F2FS_BLKSIZE && new_size < old_size) {
-            uint64_t index = new_size / F2FS_BLKSIZE;
-            uint32_t addr;
-            err = data_map(fs, ii, ri, index, 1, &addr);
-            struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
-            if (!err && !page && addr != NULL_ADDR) /* data_map: NEW_ADDR reads as a hole */
-                err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, index), addr, &page);
-            if (err)
+            err = zero_block_tail(fs, ii, ipage, new_size / F2FS_BLKSIZE,
+                                  new_size % F2FS_BLKSIZE, false);
+            if (err < 0)
                 return err;
-            if (page) {
-                page->checkpoint_data = !S_ISREG(ii->mode);
-                size_t keep = new_size % F2FS_BLKSIZE;
-                memset((uint8_t *)page->data + keep, 0, F2FS_BLKSIZE - keep);
-                pcache_mark_dirty(fs->cache, page);
-                pcache_put(fs->cache, page);
-            }
         }
         if (ii->advise & FADVISE_KEEP_SIZE_BIT) {
             ii->advise &= (uint8_t)~FADVISE_KEEP_SIZE_BIT;

@@ -95,9 +95,7 @@ int fs_op_result(struct f2fuse *fs, const char *op, int err)
         return err;
     if (!fs->seg || __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE))
         return err;
-    int expected = 0;
-    if (__atomic_compare_exchange_n(&fs->write_error, &expected, err, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE))
+    if (fs_first_write_error(fs, err))
         log_err("%s failed part-way: %s; the mount turns read-only (no further checkpoint) "
                 "so that no half-done change reaches the image", op, strerror(-err));
     return err;

@@ -359,9 +359,7 @@ static int fsync_begin(struct f2fuse *fs)
 /* An fsync's write or flush failed: the first failure turns the mount read-only. */
 static int fsync_failed(struct f2fuse *fs, uint32_t ino, int err)
 {
-    int none = 0;
-    if (__atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE))
+    if (fs_first_write_error(fs, err))
         log_err("fsync of inode %u failed: %s; the mount turns read-only", ino, strerror(-err));
     return err;
 }

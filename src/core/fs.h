@@ -379,6 +379,14 @@ uint64_t fs_used_blocks(struct f2fuse *fs);
 int fault_option_set(struct f2fuse_options *o, const char *name, const char *value);
 void fault_arm(struct f2fuse *fs);
 int fs_op_result(struct f2fuse *fs, const char *op, int err);
+/* Records the mount's first write error (it turns read-only and writes no further
+ * checkpoint); true when err is the first, so that the caller says what failed. */
+static inline bool fs_first_write_error(struct f2fuse *fs, int err)
+{
+    int none = 0;
+    return __atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
 /* malloc/calloc for the core's per-operation buffers, failing where fault=alloc:N says. */
 static inline void *fs_malloc(struct f2fuse *fs, size_t n)
 {

@@ -108,7 +108,6 @@ uint64_t node_chain_version(const struct f2fuse *fs)
     return ver;
 }
 
-
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
              struct page **out)
 {

@@ -47,7 +47,7 @@ struct wb_slot {
     uint32_t *addrs;
     struct blk_req *reqs;
     struct blk_req **rp;
-    size_t assigned, held; /* pages[0, held) are referenced, [0, assigned) written */
+    size_t assigned;       /* pages[0, assigned): referenced, being written */
     unsigned nreq;
     uint64_t submitted_ns;
     uint64_t seq;          /* submission order */
@@ -329,13 +329,8 @@ static void chunk_req_done(struct blk_req *req)
         err = (int)req->result;
     else if ((uint64_t)req->result != req->len)
         err = -EIO;
-    if (err) {
-        int none = 0;
-        if (__atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
-            log_err("background writeback failed: %s; the mount turns read-only",
-                    strerror(-err));
-    }
+    if (err && fs_first_write_error(fs, err))
+        log_err("background writeback failed: %s; the mount turns read-only", strerror(-err));
     pthread_mutex_lock(&wb->lock);
     if (err && !s->ioerr)
         s->ioerr = err;
@@ -356,8 +351,7 @@ static void chunk_req_done(struct blk_req *req)
 static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
 {
     struct wb_control *wb = fs->wb;
-    uint64_t key, dirtied;
-    if (!pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied))
+    if (!pcache_dirty_count(fs->cache, PAGE_DATA))
         return 0;
     if (seg_free_segments(fs->seg) <
         WB_MIN_FREE_SEGMENTS + WB_SLOTS * max_pages / F2FS_BLOCKS_PER_SEG + 1) {
@@ -381,7 +375,7 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
     s->ninos = 0;
     s->ioerr = 0;
     pthread_mutex_unlock(&wb->lock);
-    s->assigned = s->held = 0;
+    s->assigned = 0;
     int err = 0;
     /* One scan of the dirty list takes the oldest pages; sorted by key they fall into one
      * run per inode, in file order.  (A scan per inode took a fifth of the flusher's time
@@ -416,7 +410,6 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         size_t m = pcache_keep_dirty(fs->cache, s->pages + at, next - i);
         size_t got = m ? chunk_add_pages(fs, s, ino, at, m, &err) : 0;
         s->assigned += got;
-        s->held = s->assigned;
         if (got) {
             pthread_mutex_lock(&wb->lock);
             s->inos[s->ninos++] = ino;
@@ -503,7 +496,7 @@ static int chunk_finish_oldest_locked(struct f2fuse *fs)
     if (ioerr) /* back to dirty: the content in memory is right, the mount read-only */
         for (size_t i = 0; i < s->assigned; i++)
             pcache_mark_dirty(fs->cache, s->pages[i]);
-    for (size_t i = 0; i < s->held; i++)
+    for (size_t i = 0; i < s->assigned; i++)
         pcache_put(fs->cache, s->pages[i]);
     pthread_mutex_lock(&wb->lock);
     if (!ioerr && s->assigned) {
@@ -527,7 +520,7 @@ static int chunk_finish_oldest_locked(struct f2fuse *fs)
         wb->errors++;
     s->used = false;
     s->ninos = 0;
-    s->assigned = s->held = 0;
+    s->assigned = 0;
     pthread_cond_broadcast(&wb->progress);
     return ioerr;
 }
