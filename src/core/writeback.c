@@ -266,6 +266,15 @@ static int by_key(const void *a, const void *b)
     return ka < kb ? -1 : ka > kb;
 }
 
+static void reverse_pages(struct page **p, size_t n)
+{
+    for (size_t i = 0; i < n / 2; i++) {
+        struct page *t = p[i];
+        p[i] = p[n - 1 - i];
+        p[n - 1 - i] = t;
+    }
+}
+
 /* Free segments below which the flusher leaves writeback to a checkpoint, which turns the
  * segments emptied since the last one into free ones (the flusher itself only consumes). */
 #define WB_MIN_FREE_SEGMENTS 8u
@@ -384,6 +393,15 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
     size_t n = pcache_collect_dirty(fs->cache, PAGE_DATA, s->pages, max_pages);
     uint32_t oldest = n ? (uint32_t)(s->pages[0]->key >> 32) : 0;
     qsort(s->pages, n, sizeof(*s->pages), by_key);
+    /* The oldest inode's run goes first (a rotation keeps every run whole and in order):
+     * its stripe is the one waited for, and only while nothing is in the chunk yet — an
+     * fsync holding a stripe may be waiting for an inode already in it. */
+    size_t lo = 0;
+    while (lo < n && (uint32_t)(s->pages[lo]->key >> 32) != oldest)
+        lo++;
+    reverse_pages(s->pages, lo);
+    reverse_pages(s->pages + lo, n - lo);
+    reverse_pages(s->pages, n);
     for (size_t i = 0, next; i < n; i = next) {
         uint32_t ino = (uint32_t)(s->pages[i]->key >> 32);
         for (next = i + 1; next < n && (uint32_t)(s->pages[next]->key >> 32) == ino; next++)
@@ -391,7 +409,7 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         pthread_rwlock_t *stripe = &fs->inode_locks[ino % INODE_LOCK_STRIPES];
         bool locked = false;
         if (!err && s->ninos < WB_MAX_INODES) {
-            if (wait_ok && ino == oldest) {
+            if (wait_ok && !s->ninos && ino == oldest) {
                 pthread_rwlock_wrlock(stripe);
                 locked = true;
             } else {
