@@ -339,6 +339,10 @@ static bool fsync_can_roll_forward(struct f2fuse *fs, const struct inode_info *i
     return true;
 }
 
+/* Nodes one fsync is assumed to add to the chain when checking the room for recovery
+ * before it writes them (an inode and its direct nodes: 128 cover 500 MiB of new data). */
+#define FSYNC_NODES_MARGIN 128
+
 /* fsync as f2fs does it: when roll-forward recovery can bring the file back (a regular
  * file with one name, whose name is in the last checkpoint or can be added to a parent
  * that is), write its dirty data and direct nodes to the logs, chained after the
@@ -396,8 +400,15 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
             err = data_writeback_inode(fs, ino, prio);
             if (!err && fast) {
                 pthread_mutex_lock(&fs->fsync_lock);
-                fs->io_prio = prio; /* no checkpoint runs (cp_lock), no other fsync (fsync_lock) */
-                err = node_writeback(fs, ino, dentry_mark);
+                /* A crash must leave recovery the room to replay this chain: with free
+                 * space short, a checkpoint instead (which also frees the prefree). */
+                fast = seg_room_for_roll_forward(fs->seg, FSYNC_NODES_MARGIN);
+                if (fast) {
+                    fs->io_prio = prio; /* no checkpoint (cp_lock), no other fsync */
+                    err = node_writeback(fs, ino, dentry_mark);
+                } else {
+                    atomic_fetch_add(&fs->fsync_no_room, 1);
+                }
                 pthread_mutex_unlock(&fs->fsync_lock);
             }
             if (err)
@@ -415,7 +426,12 @@ int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
         if (err)
             return fsync_failed(fs, ino, err);
         atomic_fetch_add(&fs->fsync_fast, 1);
-        return 0;
+        /* An fsync of more nodes than the margin may have used up the room: restore it
+         * now rather than leave it to the next fsync. */
+        if (seg_room_for_roll_forward(fs->seg, 0))
+            return 0;
+        atomic_fetch_add(&fs->fsync_no_room, 1);
+        return checkpoint_request_by(fs, prio, tid, CP_METADATA);
     }
     atomic_fetch_add(&fs->fsync_checkpoint, 1);
     return checkpoint_request_by(fs, prio, tid, CP_METADATA);

@@ -850,6 +850,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
     fn(arg, "fsync.flushes", atomic_load(&fs->flushes.issued));
     fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));
+    fn(arg, "fsync.no_room", atomic_load(&fs->fsync_no_room));
     fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
     fn(arg, "recovery.names", atomic_load(&fs->recovered_names));
     fn(arg, "fs.stale_tails_zeroed", atomic_load(&fs->stale_tails_zeroed));

@@ -123,6 +123,7 @@ struct f2fuse {
     uint8_t *fsync_new_name; /* one bit per nid: created since (same allocation, cleared too) */
     uint32_t fsync_needs_cp_end; /* bytes of both that may have bits set */
     atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes, recovered_names;
+    atomic_uint_fast64_t fsync_no_room; /* fast fsyncs that checkpointed: recovery's room */
     atomic_uint_fast64_t stale_tails_zeroed; /* data_zero_past_end found a stale tail */
     /* CLOCK_MONOTONIC ns of the last write-side request (fs_reserve): background GC and
      * online discard wait for this to be old enough */

@@ -267,12 +267,20 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
     return err;
 }
 
-/* Keeps every block the chain or its data pointers name out of allocation.  A node that
+/* Keeps out of allocation what a second recovery would read again: the chain up to its
+ * last node that is replayed (the walk follows every link before it) and the data blocks
+ * that replayed nodes point to.  last[i] is SIZE_MAX for a node not replayed.  A node that
  * cannot be read fails the recovery (and the mount): its data blocks would not be held. */
-static int hold_chain(struct f2fuse *fs, const struct chain *c, struct f2fs_node *buf)
+static int hold_chain(struct f2fuse *fs, const struct chain *c, const size_t *last,
+                      struct f2fs_node *buf)
 {
-    for (size_t i = 0; i < c->n; i++) {
+    size_t end = c->n;
+    while (end > 0 && last[end - 1] == SIZE_MAX)
+        end--;
+    for (size_t i = 0; i < end; i++) {
         seg_hold(fs->seg, c->nodes[i].blkaddr);
+        if (last[i] == SIZE_MAX)
+            continue;
         int err = blk_read(fs->dev, (uint64_t)c->nodes[i].blkaddr * F2FS_BLKSIZE, buf,
                            F2FS_BLKSIZE);
         if (err)
@@ -324,7 +332,7 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
              c.n);
     struct timespec began;
     clock_gettime(CLOCK_MONOTONIC, &began);
-    err = hold_chain(fs, &c, buf);
+    err = hold_chain(fs, &c, last, buf);
     if (!err)
         err = seg_new_segments(fs->seg);
     /* New inodes first: their direct nodes come before them in the chain. */
@@ -375,7 +383,11 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
     if (!err)
         err = checkpoint_write(fs, false, CP_ALL_DATA, NULL, 0);
     seg_release_holds(fs->seg);
-    if (err) {
+    if (err == -ENOSPC) {
+        log_err("roll-forward recovery failed: %s: too few free segments outside the fsync "
+                "chain and its data for the checkpoint that replays it (nothing was "
+                "committed)", strerror(-err));
+    } else if (err) {
         log_err("roll-forward recovery failed: %s", strerror(-err));
     } else {
         /* A recovery of a large image can take a while: say what it did and how long. */

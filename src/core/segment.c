@@ -91,6 +91,11 @@ struct seg_manager {
     uint64_t elapsed_base;     /* the checkpoint's elapsed_time at load */
     uint64_t mono_base;        /* CLOCK_MONOTONIC seconds at load */
 
+    /* Blocks the data and node logs allocated in all, as of the fill of the checkpoint
+     * being written and as of the last committed one: an upper bound of what a roll-forward
+     * recovery after a crash now may have to copy and rewrite. */
+    uint64_t alloc_at_fill[2], alloc_at_cp[2];
+
     uint64_t st_alloc[LOG_COUNT];
     uint64_t st_ssa_writes;
     uint64_t st_sit_writes;
@@ -1006,6 +1011,31 @@ uint32_t seg_free_segments(struct seg_manager *sm)
     return n;
 }
 
+/* Blocks allocated so far by the data logs ([0]) and the node logs ([1]). */
+static void alloc_totals(const struct seg_manager *sm, uint64_t out[2])
+{
+    out[0] = out[1] = 0;
+    for (int t = 0; t < LOG_COUNT; t++)
+        out[log_is_node((enum log_type)t)] += sm->st_alloc[t];
+}
+
+bool seg_room_for_roll_forward(struct seg_manager *sm, uint32_t more_nodes)
+{
+    pthread_mutex_lock(&sm->lock);
+    uint64_t now[2];
+    alloc_totals(sm, now);
+    uint64_t data = now[0] - sm->alloc_at_cp[0];
+    uint64_t nodes = now[1] - sm->alloc_at_cp[1] + more_nodes;
+    /* Recovery copies at most every data block written since the checkpoint and writes
+     * for each chain node at most itself, a parent's inode, dnode and dentry block; every
+     * log first moves to a fresh segment and may leave its last one part-filled, and data
+     * logs leave data_reserve segments to the node logs. */
+    uint64_t need = 2 * LOG_COUNT + sm->data_reserve + (data + 4 * nodes + BLKS - 1) / BLKS;
+    bool room = sm->free_segs >= need;
+    pthread_mutex_unlock(&sm->lock);
+    return room;
+}
+
 uint32_t seg_prefree_segments(struct seg_manager *sm)
 {
     pthread_mutex_lock(&sm->lock);
@@ -1096,6 +1126,7 @@ void seg_fill_checkpoint(struct seg_manager *sm, struct f2fs_checkpoint *cp)
         }
         cp->alloc_type[t] = lg->alloc_type;
     }
+    alloc_totals(sm, sm->alloc_at_fill);
     /* Once this checkpoint commits, prefree segments are free: count them (fsck counts
      * every non-current segment without valid blocks). */
     cp->free_segment_count = htole32(sm->free_segs + sm->prefree_segs);
@@ -1129,6 +1160,7 @@ void seg_checkpoint_done(struct seg_manager *sm)
         seg_update_state(sm, s); /* prefree → free */
     }
     memcpy(sm->committed_bitmap, sm->sit_bitmap, sm->sit_bitmap_bytes);
+    memcpy(sm->alloc_at_cp, sm->alloc_at_fill, sizeof(sm->alloc_at_cp));
     pthread_mutex_unlock(&sm->lock);
 }
 

@@ -100,6 +100,12 @@ void seg_release_holds(struct seg_manager *sm);
 uint64_t seg_valid_blocks(struct seg_manager *sm);
 /* Segments that are free now (not current, no valid blocks now or at the last CP). */
 uint32_t seg_free_segments(struct seg_manager *sm);
+/* Whether a roll-forward recovery after a crash now — with more_nodes further nodes in the
+ * fsync chain — would find the free segments its checkpoint needs.  Segments free now
+ * hold nothing of the chain, so recovery finds at least these free and unheld; the need
+ * is bounded by what the logs allocated since the last committed checkpoint (the kernel's
+ * f2fs_space_for_roll_forward).  The fsync fast path checkpoints instead when not. */
+bool seg_room_for_roll_forward(struct seg_manager *sm, uint32_t more_nodes);
 /* Segments that become free once the next checkpoint commits. */
 uint32_t seg_prefree_segments(struct seg_manager *sm);
 
