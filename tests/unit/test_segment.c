@@ -579,6 +579,50 @@ static void full_segment_writes_ssa(void)
 }
 
 /* Fills the rest of log t's segment; the log moves on.  Returns the segment filled. */
+/* The fsync fast path's room rule: with free segments F, data blocks D and node blocks N
+ * allocated since the last committed checkpoint, there is room iff
+ * F >= 2 * LOG_COUNT + reserve + ceil((D + 4 * (N + more)) / 512); a committed checkpoint
+ * starts the count again. */
+static void room_for_roll_forward(void)
+{
+    char img[300];
+    path_in(img, sizeof(img), "room.img");
+    make_image(img, 256);
+    struct f2fuse *fs = open_loaded(img);
+    if (!fs)
+        return;
+    const uint32_t reserve = 3, fixed = 2 * LOG_COUNT + reserve;
+    seg_set_data_reserve(fs->seg, reserve);
+    uint64_t data = 0, nodes = 0;
+    bool lost = false;
+    for (int round = 0; round < 200 && !lost; round++) {
+        /* a random mix of data and node blocks, then the rule against the formula */
+        uint32_t nd = (uint32_t)(rnd() % 700), nn = (uint32_t)(rnd() % 40);
+        for (uint32_t i = 0; i < nd + nn; i++) {
+            enum log_type t = i < nd ? LOG_WARM_DATA : LOG_WARM_NODE;
+            struct f2fs_summary sum = mksum(3000 + i, 0, 0);
+            uint32_t addr;
+            CHECK_EQ(seg_alloc_block(fs->seg, t, &sum, NULL_ADDR, &addr), 0);
+        }
+        data += nd;
+        nodes += nn;
+        uint32_t more = (uint32_t)(rnd() % 200);
+        uint64_t need = fixed + (data + 4 * (nodes + more) + BLKS - 1) / BLKS;
+        uint32_t free_segs = seg_free_segments(fs->seg);
+        CHECK_EQ(seg_room_for_roll_forward(fs->seg, more), free_segs >= need);
+        lost = free_segs < need;
+    }
+    CHECK(lost); /* the image is small enough for the rule to say no */
+    CHECK(!seg_room_for_roll_forward(fs->seg, 0) || seg_free_segments(fs->seg) >= fixed);
+    /* A checkpoint commits what was allocated: room again while enough segments are free */
+    CHECK_EQ(write_checkpoint(fs, false, 1), 0);
+    uint32_t free_segs = seg_free_segments(fs->seg);
+    CHECK_EQ(seg_room_for_roll_forward(fs->seg, 0), free_segs >= fixed);
+    CHECK(free_segs >= fixed + 1);
+    CHECK(seg_room_for_roll_forward(fs->seg, 0));
+    free_fs(fs);
+}
+
 static uint32_t fill_segment(struct f2fuse *fs, enum log_type t)
 {
     uint32_t segno, off;
@@ -1142,6 +1186,7 @@ int main(void)
     RUN(replace_keeps_used_steady);
     RUN(checkpoint_round_trip);
     RUN(checkpoint_passes_fsck);
+    RUN(room_for_roll_forward);
 
     if (!getenv("F2FUSE_KEEP"))
         sh("rm -rf %s", g_dir);
