@@ -64,6 +64,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/check.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< $(LIB) $(LDLIBS)
 
+# memfs (the FUSE ceiling) shares f2fuse's channel: its io_uring transport and I/O hooks.
+MEMFS_FUSE_OBJ := $(BUILD)/src/fuse/fuse_ring.o $(BUILD)/src/fuse/killpriv.o
+$(BUILD)/bench/fio/memfs: bench/fio/memfs.c $(MEMFS_FUSE_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(MEMFS_FUSE_OBJ) $(LIB) $(LDLIBS) -lm
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lm

@@ -39,6 +39,8 @@ F2FUSE_OPTS = os.environ.get("FIO_BENCH_F2FUSE_OPTS", "")
 MEMFS_OPTS = os.environ.get("FIO_BENCH_MEMFS_OPTS", "")
 WBC_META = os.environ.get("FIO_BENCH_WBC_META", "0") == "1"
 ONLY = [c for c in os.environ.get("FIO_BENCH_CONFIGS", "").split(",") if c]
+RING_THREADS = int(os.environ.get("FIO_BENCH_RING_THREADS", "16"))  # per kernel queue
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 ROWS_ONLY = [c for c in os.environ.get("FIO_BENCH_ROWS", "").split(",") if c]
 OUT_MD = os.path.join(ROOT, "bench/results/fio.md")
 OUT_PNG = os.path.join(ROOT, "bench/results/fio.png")
@@ -198,6 +200,13 @@ def all_configs():
         Config("memfs", "memfs (FUSE ceiling)", "memfs", MEMFS_OPTS),
         Config("f2fuse-uring", "f2fuse uring (O_DIRECT)", "f2fuse",
                ",".join(o for o in ["backend=uring", F2FUSE_OPTS] if o)),
+        # FUSE over io_uring (src/fuse/fuse_ring.c): the transport, not the daemon, differs;
+        # its ceiling is memfs with the same transport.
+        Config("memfs-ring", "memfs + fuse_ring (ceiling)", "memfs",
+               ",".join(o for o in ["fuse_ring=%d" % RING_THREADS, MEMFS_OPTS] if o)),
+        Config("f2fuse-uring-ring", "f2fuse uring + fuse_ring", "f2fuse",
+               ",".join(o for o in ["backend=uring,fuse_ring=%d" % RING_THREADS, F2FUSE_OPTS]
+                        if o)),
         Config("memfs-wbc", "memfs + writeback_cache (ceiling)", "memfs",
                ",".join(o for o in ["writeback_cache", MEMFS_OPTS] if o)),
         Config("f2fuse-uring-wbc", "f2fuse uring + writeback_cache", "f2fuse",
@@ -327,6 +336,27 @@ def fmt(v, d=0):
     return f"{v:,.{d}f}"
 
 
+def ceiling_of(name):
+    """The memfs configuration with the same kernel-side setup."""
+    for tail in ("-wbc", "-ring"):
+        if name.endswith(tail):
+            return "memfs" + tail
+    return "memfs"
+
+
+def set_enable_uring(value):
+    """FUSE over io_uring must be allowed before a mount asks for it; returns the old value."""
+    try:
+        with open(ENABLE_URING) as f:
+            old = f.read().strip()
+        with open(ENABLE_URING, "w") as f:
+            f.write(value + "\n")
+        return old
+    except OSError as e:
+        log(f"cannot set {ENABLE_URING}: {e} (the -ring configurations stay on /dev/fuse)")
+        return None
+
+
 def write_table(configs, rows, results, header):
     names = [c.name for c in configs]
     lines = header + ["",
@@ -354,7 +384,7 @@ def write_table(configs, rows, results, header):
             rss = fmt(med["rss"]) if cfg.kind != "ext4loop" else "-"
             img = fmt(med["image"]) if cfg.image else "-"
             lines.append(f"| {label} | {cfg.label} | {fmt(med['value'])} {unit} | "
-                         f"{ratio('memfs-wbc' if cfg.name.endswith('-wbc') else 'memfs')} | {ratio('fuse2fs', True)} | {med['cpu']:.1f} | "
+                         f"{ratio(ceiling_of(cfg.name))} | {ratio('fuse2fs', True)} | {med['cpu']:.1f} | "
                          f"{med['cpu_us_per_op']:.0f} | {fmt(med['cached'])} | {img} | {rss} |")
     os.makedirs(os.path.dirname(OUT_MD), exist_ok=True)
     with open(OUT_MD, "w") as f:
@@ -376,7 +406,8 @@ def write_chart(configs, rows, results):
     nrow = (len(present) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.2 * nrow), squeeze=False)
     colors = {"memfs": "#999999", "memfs-wbc": "#cccccc", "f2fuse-uring": "#1f77b4",
-              "f2fuse-uring-wbc": "#6baed6", "f2fuse-psync": "#9467bd", "fuse2fs": "#d62728",
+              "f2fuse-uring-wbc": "#6baed6",
+              "memfs-ring": "#777777", "f2fuse-uring-ring": "#08306b", "f2fuse-psync": "#9467bd", "fuse2fs": "#d62728",
               "ext4-loop": "#2ca02c", "ext4-loop-dio": "#98df8a"}
     for i, (key, label) in enumerate(present):
         ax = axes[i // ncol][i % ncol]
@@ -440,6 +471,9 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    uring_was = None
+    if any(c.name.endswith("-ring") for c in configs):
+        uring_was = set_enable_uring("1")
     try:
         if "untar" in meta_rows:
             make_tarball(workdir)
@@ -470,6 +504,8 @@ def main():
         for c in configs:
             c.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+        if uring_was is not None and uring_was in ("N", "0"):
+            set_enable_uring("0")
     load1 = os.getloadavg()
     header = [
         "# bench/fio: f2fuse end to end (seed 002's table)",

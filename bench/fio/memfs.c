@@ -5,7 +5,7 @@
  * does as little per request as a file system can, so what fio measures through it is the
  * cost of the FUSE round trip on this machine; f2fuse is judged as a ratio to it.
  *
- *   memfs [-f] [-s] [-o writeback_cache] [-o other FUSE options] MOUNTPOINT
+ *   memfs [-f] [-s] [-o writeback_cache] [-o fuse_ring=N] [-o other FUSE options] MOUNTPOINT
  *
  * Files keep their data in 4 KiB pages (sparse); directory entries sit in one hash table
  * keyed by (parent, name) for lookups and in a per-directory list for readdir.  Enough
@@ -24,6 +24,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "fuse/fuse_ring.h" /* the same io_uring transport as f2fuse */
+#include "fuse/killpriv.h"
 
 #define PAGE 4096u
 #define MAX_IO (1u << 20)
@@ -54,6 +57,10 @@ struct memfs {
     size_t ninodes, cap;
     struct mentry **hash; /* 1 << HASH_BITS chains */
     bool writeback_cache;
+    unsigned fuse_ring;       /* -o fuse_ring=N: requests over io_uring, as f2fuse's option */
+    struct fuse_session *se;
+    struct killpriv channel;  /* the session's I/O hooks (kill flags not wanted here) */
+    struct fuse_ring *ring;
 };
 
 static struct memfs *fs_of(fuse_req_t req)
@@ -575,9 +582,26 @@ static const struct fuse_lowlevel_ops memfs_ops = {
     .create = op_create,
 };
 
+static struct killpriv *channel_of(void *userdata)
+{
+    return &((struct memfs *)userdata)->channel;
+}
+
+static void start_ring(void *userdata)
+{
+    struct memfs *m = userdata;
+    if (!atomic_load(&m->channel.ring_flagged) ||
+        fuse_ring_start(m->se, fuse_session_fd(m->se), m->fuse_ring, 1u << 20, &m->ring))
+        fprintf(stderr, "memfs: no FUSE over io_uring; requests stay on /dev/fuse\n");
+}
+
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
     struct memfs *m = data;
+    if (key == FUSE_OPT_KEY_OPT && strncmp(arg, "fuse_ring=", 10) == 0) {
+        m->fuse_ring = (unsigned)strtoul(arg + 10, NULL, 10);
+        return 0;
+    }
     if (key == FUSE_OPT_KEY_OPT && strcmp(arg, "writeback_cache") == 0) {
         m->writeback_cache = true;
         return 0;
@@ -607,6 +631,13 @@ int main(int argc, char **argv)
     int ret = 1;
     if (!se || fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, fo.mountpoint) != 0)
         goto out;
+    m.se = se;
+    if (m.fuse_ring) {
+        m.channel.ring_flag = true;
+        m.channel.on_init_replied = start_ring;
+        if (killpriv_install(se, channel_of) != 0)
+            fprintf(stderr, "memfs: cannot take over the session's I/O\n");
+    }
     fuse_daemonize(fo.foreground);
     if (fo.singlethread) {
         ret = fuse_session_loop(se) != 0;
@@ -619,6 +650,7 @@ int main(int argc, char **argv)
         fuse_loop_cfg_destroy(cfg);
     }
     fuse_session_unmount(se);
+    fuse_ring_stop(m.ring);
 out:
     if (se) {
         fuse_remove_signal_handlers(se);

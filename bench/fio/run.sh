@@ -21,10 +21,13 @@
 #   FIO_BENCH_META_FILES    files in the create/stat/unlink rows (default 100000)
 #   FIO_BENCH_FSYNC_FILES   files in the fsync row (default 2000)
 #   FIO_BENCH_TAR_SRC       directories packed into the untar row's tarball
-#   FIO_BENCH_CONFIGS       comma list: memfs,f2fuse-uring,memfs-wbc,f2fuse-uring-wbc,
-#                           f2fuse-psync,fuse2fs,ext4-loop,ext4-loop-dio (the -wbc pair:
-#                           writeback_cache on; they skip the metadata rows unless
-#                           FIO_BENCH_WBC_META=1)
+#   FIO_BENCH_CONFIGS       comma list: memfs,f2fuse-uring,memfs-ring,f2fuse-uring-ring,
+#                           memfs-wbc,f2fuse-uring-wbc,f2fuse-psync,fuse2fs,ext4-loop,
+#                           ext4-loop-dio (the -wbc pair: writeback_cache on; they skip the
+#                           metadata rows unless FIO_BENCH_WBC_META=1; the -ring pair: FUSE
+#                           over io_uring, -o fuse_ring, with the fuse module's enable_uring
+#                           set on for the run and restored after)
+#   FIO_BENCH_RING_THREADS  threads per kernel queue of the -ring pair (default 16)
 #   FIO_BENCH_ROWS          comma list of row keys (randread,read,read128k,uring-randread,
 #                           randwrite,uring-randwrite,write,write128k,create,stat,unlink,untar,fsync)
 #   FIO_BENCH_F2FUSE_OPTS   extra f2fuse -o options (e.g. writeback_cache=off)

@@ -23,6 +23,7 @@
 #include "blk/blk.h"
 #include "f2fuse.h"
 #include "fuse/ctl.h"
+#include "fuse/fuse_ring.h"
 #include "fuse/killpriv.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
@@ -46,6 +47,9 @@ struct fuse_perf_opts {
      * (4 KiB sequential fio: 102,853 READs of ~18 KiB in 4 s, 118k IOPS; with 64: 10,791
      * READs, 456k IOPS). */
     unsigned max_background;
+    /* Requests over io_uring (fuse_ring.c): threads per kernel queue (one per possible
+     * CPU), 0 = off.  Off by default: it needs the fuse module's enable_uring on. */
+    unsigned fuse_ring;
 };
 
 static void perf_opts_init(struct fuse_perf_opts *o)
@@ -76,6 +80,13 @@ static int perf_opt_set(struct fuse_perf_opts *o, const char *name, const char *
         return o->writeback_cache = false, 0;
     if (!strcmp(name, "keep_cache"))
         return on_off(value, &o->keep_cache);
+    if (!strcmp(name, "fuse_ring")) {
+        unsigned long v = value && *value ? strtoul(value, &end, 10) : 16;
+        if (value && (!*value || *end || v > 64))
+            return -EINVAL;
+        o->fuse_ring = (unsigned)v;
+        return 0;
+    }
     if (!strcmp(name, "max_background")) {
         unsigned long v = value && *value ? strtoul(value, &end, 10) : 0;
         if (!value || !*value || *end || v == 0 || v > 65535)
@@ -172,11 +183,24 @@ struct daemon {
     struct id_map ids; /* uid=, gid=, umask= (options.c) */
     struct killpriv killpriv; /* killpriv.c: no GETXATTR before every WRITE */
     struct fuse_session *se;  /* for notifications to the kernel */
+    struct fuse_ring *ring;   /* fuse_ring.c, with -o fuse_ring */
 };
 
 static struct killpriv *killpriv_of(void *userdata)
 {
     return &((struct daemon *)userdata)->killpriv;
+}
+
+/* Once the kernel has the INIT reply: move requests to io_uring when asked to. */
+static void start_ring(void *userdata)
+{
+    struct daemon *d = userdata;
+    if (atomic_load(&d->killpriv.ring_flagged))
+        fuse_ring_start(d->se, fuse_session_fd(d->se), d->perf.fuse_ring, MAX_IO, &d->ring);
+    else
+        log_warn("fuse_ring: the kernel does not offer FUSE over io_uring (as root: echo 1 > "
+                 "/sys/module/fuse/parameters/enable_uring before mounting); requests stay "
+                 "on /dev/fuse");
 }
 
 static struct daemon *daemon_of(fuse_req_t req)
@@ -927,6 +951,12 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
         return -EINVAL;
     f2fuse_stats(d->fs, print_stat, out);
     print_stat(out, "fuse.handle_killpriv_v2", atomic_load(&d->killpriv.enabled));
+    struct fuse_ring_stats rs;
+    fuse_ring_stats(d->ring, &rs);
+    print_stat(out, "fuse.ring.threads", rs.threads);
+    print_stat(out, "fuse.ring.entries_used", rs.entries);
+    print_stat(out, "fuse.ring.requests", rs.requests);
+    print_stat(out, "fuse.ring.errors", rs.errors);
     for (int i = 0; i < OP_COUNT; i++) {
         char name[64];
         snprintf(name, sizeof(name), "fuse.%s.requests", op_names[i]);
@@ -972,7 +1002,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         if (err == -EINVAL) {
             fprintf(stderr, "f2fuse: error: bad value in option '%s' (writeback_cache=on|off, "
                             "keep_cache=on|off, max_write=BYTES, read_ahead_kb=N, "
-                            "max_background=N)\n", arg);
+                            "max_background=N, fuse_ring=N)\n", arg);
             c->bad = true;
             return -1;
         }
@@ -1114,6 +1144,10 @@ int mount_main(int argc, char **argv)
     mounted = true;
     d.se = se;
     d.killpriv.want = true;
+    if (d.perf.fuse_ring) {
+        d.killpriv.ring_flag = true;
+        d.killpriv.on_init_replied = start_ring;
+    }
     if (killpriv_install(se, killpriv_of) != 0)
         log_warn("cannot take over the FUSE channel's I/O: every write will cost a GETXATTR");
     set_read_ahead(real_mnt, d.perf.read_ahead_kb);
@@ -1140,6 +1174,7 @@ out:
     if (se) {
         if (mounted)
             fuse_session_unmount(se);
+        fuse_ring_stop(d.ring);
         fuse_remove_signal_handlers(se);
         fuse_session_destroy(se);
     }
