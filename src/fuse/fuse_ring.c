@@ -44,8 +44,9 @@ _Static_assert(sizeof(struct ring_req_header) == 288, "the kernel's fuse_uring_r
 _Static_assert(sizeof(struct ring_cmd_req) == 24, "the kernel's fuse_uring_cmd_req");
 
 /* Room before the payload for the in header and the per-opcode header, so that a request
- * is rebuilt contiguously without moving its payload (a WRITE's data). */
-#define HEADROOM 256
+ * is rebuilt contiguously without moving its payload (a WRITE's data); a whole page, so
+ * that the payload stays aligned for O_DIRECT reads straight into it. */
+#define HEADROOM 4096
 
 struct ring_thread {
     struct fuse_ring *ring;
@@ -129,6 +130,12 @@ static int ring_commit(struct ring_thread *t)
     return n == 1 ? 0 : n < 0 ? n : -EIO;
 }
 
+void *fuse_ring_reply_buffer(size_t size)
+{
+    struct ring_thread *t = serving;
+    return t && !t->replied && size <= t->ring->payload_len ? t->room + HEADROOM : NULL;
+}
+
 bool fuse_ring_reply(const struct iovec *iov, int count, ssize_t *written)
 {
     struct ring_thread *t = serving;
@@ -148,7 +155,8 @@ bool fuse_ring_reply(const struct iovec *iov, int count, ssize_t *written)
     } else {
         uint8_t *p = t->room + HEADROOM;
         for (int i = 1; i < count; i++) {
-            memcpy(p, iov[i].iov_base, iov[i].iov_len);
+            if (iov[i].iov_base != p) /* not built in place (fuse_ring_reply_buffer) */
+                memmove(p, iov[i].iov_base, iov[i].iov_len);
             p += iov[i].iov_len;
         }
     }

@@ -44,6 +44,10 @@ void fuse_ring_stop(struct fuse_ring *ring);
  * iov is its reply, commits it through the ring, sets *written and returns true. */
 bool fuse_ring_reply(const struct iovec *iov, int count, ssize_t *written);
 
+/* When the calling thread serves a ring request: where a reply body of size bytes can be
+ * built so that committing it copies nothing (a READ's data), else NULL. */
+void *fuse_ring_reply_buffer(size_t size);
+
 /* Counters: requests served over the ring, entries that have served one (a registered
  * entry is silent until its first request), the threads (one entry each), failures. */
 struct fuse_ring_stats {

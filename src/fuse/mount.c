@@ -407,7 +407,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct daemon *d = daemon_of(req);
     if (size > MAX_IO)
         size = MAX_IO;
-    void *buf = read_buf_get(d, size);
+    void *ring_buf = fuse_ring_reply_buffer(size); /* read straight into the reply */
+    void *buf = ring_buf ? ring_buf : read_buf_get(d, size);
     if (!buf) {
         count(d, OP_READ, -ENOMEM);
         reply_err(req, -ENOMEM);
@@ -419,7 +420,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         reply_err(req, (int)n);
     else
         fuse_reply_buf(req, buf, (size_t)n);
-    read_buf_put(d, buf, size);
+    if (!ring_buf)
+        read_buf_put(d, buf, size);
 }
 
 /* A directory listing is gathered first and answered after: readdirplus asks for each
