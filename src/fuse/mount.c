@@ -183,7 +183,7 @@ struct daemon {
     struct id_map ids; /* uid=, gid=, umask= (options.c) */
     struct killpriv killpriv; /* killpriv.c: no GETXATTR before every WRITE */
     struct fuse_session *se;  /* for notifications to the kernel */
-    struct fuse_ring *ring;   /* fuse_ring.c, with -o fuse_ring */
+    struct fuse_ring *ring;   /* fuse_ring.c, with -o fuse_ring; set once, atomically */
 };
 
 static struct killpriv *killpriv_of(void *userdata)
@@ -195,9 +195,12 @@ static struct killpriv *killpriv_of(void *userdata)
 static void start_ring(void *userdata)
 {
     struct daemon *d = userdata;
-    if (atomic_load(&d->killpriv.ring_flagged))
-        fuse_ring_start(d->se, fuse_session_fd(d->se), d->perf.fuse_ring, MAX_IO, &d->ring);
-    else
+    if (atomic_load(&d->killpriv.ring_flagged)) {
+        struct fuse_ring *ring;
+        fuse_ring_start(d->se, fuse_session_fd(d->se), d->perf.fuse_ring, MAX_IO, &ring);
+        /* published for the control socket's thread (f2fuse stat) */
+        __atomic_store_n(&d->ring, ring, __ATOMIC_RELEASE);
+    } else
         log_warn("fuse_ring: the kernel does not offer FUSE over io_uring (as root: echo 1 > "
                  "/sys/module/fuse/parameters/enable_uring before mounting); requests stay "
                  "on /dev/fuse");
@@ -954,7 +957,7 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
     f2fuse_stats(d->fs, print_stat, out);
     print_stat(out, "fuse.handle_killpriv_v2", atomic_load(&d->killpriv.enabled));
     struct fuse_ring_stats rs;
-    fuse_ring_stats(d->ring, &rs);
+    fuse_ring_stats(__atomic_load_n(&d->ring, __ATOMIC_ACQUIRE), &rs);
     print_stat(out, "fuse.ring.threads", rs.threads);
     print_stat(out, "fuse.ring.entries_used", rs.entries);
     print_stat(out, "fuse.ring.requests", rs.requests);
@@ -1176,7 +1179,7 @@ out:
     if (se) {
         if (mounted)
             fuse_session_unmount(se);
-        fuse_ring_stop(d.ring);
+        fuse_ring_stop(__atomic_load_n(&d.ring, __ATOMIC_ACQUIRE));
         fuse_remove_signal_handlers(se);
         fuse_session_destroy(se);
     }
