@@ -48,15 +48,28 @@ struct fuse_perf_opts {
      * READs, 456k IOPS). */
     unsigned max_background;
     /* Requests over io_uring (fuse_ring.c): threads per kernel queue (one per possible
-     * CPU), 0 = off.  Off by default: it needs the fuse module's enable_uring on. */
+     * CPU), 0 = off.  ring_auto (the default): taken when the kernel offers it (the fuse
+     * module's enable_uring is on), quietly left when not; an explicit fuse_ring says so. */
     unsigned fuse_ring;
+    bool ring_auto;
 };
+
+/* Ring threads per CPU queue by default: each serves one request at a time, so a queue
+ * needs several when requests block on the device; a 1 MiB payload buffer each bounds how
+ * many (16 per queue on 2 CPUs, 2 per queue from 32 CPUs on). */
+static unsigned ring_threads_default(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    unsigned n = cpus > 0 ? (unsigned)(64 / cpus) : 2;
+    return n < 2 ? 2 : n > 16 ? 16 : n;
+}
 
 static void perf_opts_init(struct fuse_perf_opts *o)
 {
     *o = (struct fuse_perf_opts){.writeback_cache = false, .keep_cache = true,
                                  .max_write = MAX_IO, .read_ahead_kb = 1024,
-                                 .max_background = 64};
+                                 .max_background = 64, .fuse_ring = ring_threads_default(),
+                                 .ring_auto = true};
 }
 
 static int on_off(const char *value, bool *out)
@@ -80,11 +93,18 @@ static int perf_opt_set(struct fuse_perf_opts *o, const char *name, const char *
         return o->writeback_cache = false, 0;
     if (!strcmp(name, "keep_cache"))
         return on_off(value, &o->keep_cache);
+    if (!strcmp(name, "nofuse_ring") && !value)
+        return o->fuse_ring = 0, o->ring_auto = false, 0;
     if (!strcmp(name, "fuse_ring")) {
-        unsigned long v = value && *value ? strtoul(value, &end, 10) : 16;
+        if (value && !strcmp(value, "auto"))
+            return o->fuse_ring = ring_threads_default(), o->ring_auto = true, 0;
+        if (value && !strcmp(value, "off"))
+            return o->fuse_ring = 0, o->ring_auto = false, 0;
+        unsigned long v = value && *value ? strtoul(value, &end, 10) : ring_threads_default();
         if (value && (!*value || *end || v > 64))
             return -EINVAL;
         o->fuse_ring = (unsigned)v;
+        o->ring_auto = false;
         return 0;
     }
     if (!strcmp(name, "max_background")) {
@@ -200,7 +220,7 @@ static void start_ring(void *userdata)
         fuse_ring_start(d->se, fuse_session_fd(d->se), d->perf.fuse_ring, MAX_IO, &ring);
         /* published for the control socket's thread (f2fuse stat) */
         __atomic_store_n(&d->ring, ring, __ATOMIC_RELEASE);
-    } else
+    } else if (!d->perf.ring_auto)
         log_warn("fuse_ring: the kernel does not offer FUSE over io_uring (as root: echo 1 > "
                  "/sys/module/fuse/parameters/enable_uring before mounting); requests stay "
                  "on /dev/fuse");
@@ -1007,7 +1027,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         if (err == -EINVAL) {
             fprintf(stderr, "f2fuse: error: bad value in option '%s' (writeback_cache=on|off, "
                             "keep_cache=on|off, max_write=BYTES, read_ahead_kb=N, "
-                            "max_background=N, fuse_ring=N)\n", arg);
+                            "max_background=N, fuse_ring=N|auto|off)\n", arg);
             c->bad = true;
             return -1;
         }

@@ -148,7 +148,8 @@ void mount_options_help(FILE *out)
             f2fuse_option_names());
     fprintf(out, "  ownership shown: uid=ID, gid=ID, umask=OCTAL\n");
     fprintf(out, "  FUSE tuning: writeback_cache=on|off, nowriteback_cache, keep_cache=on|off, "
-                 "max_write=BYTES, read_ahead_kb=KB, max_background=N, fuse_ring[=N]\n");
+                 "max_write=BYTES, read_ahead_kb=KB, max_background=N, fuse_ring[=N|auto|off], "
+                 "nofuse_ring\n");
     fprintf(out, "  FUSE and kernel: ");
     print_table(out, fuse_options);
     fprintf(out, "\n  ignored (mount and fstab): ");
