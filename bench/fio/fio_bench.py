@@ -40,6 +40,9 @@ MEMFS_OPTS = os.environ.get("FIO_BENCH_MEMFS_OPTS", "")
 WBC_META = os.environ.get("FIO_BENCH_WBC_META", "0") == "1"
 ONLY = [c for c in os.environ.get("FIO_BENCH_CONFIGS", "").split(",") if c]
 RING_THREADS = int(os.environ.get("FIO_BENCH_RING_THREADS", "16"))  # per kernel queue
+# Another f2fuse binary (a build of an older commit) measured in the same run, as
+# configuration f2fuse-baseline (backend=uring and FIO_BENCH_F2FUSE_OPTS): an A/B of a change.
+BASELINE_BIN = os.environ.get("FIO_BENCH_BASELINE_BIN", "")
 ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 ROWS_ONLY = [c for c in os.environ.get("FIO_BENCH_ROWS", "").split(",") if c]
 OUT_MD = os.path.join(ROOT, "bench/results/fio.md")
@@ -132,8 +135,9 @@ def wait_mounted(mnt, proc=None, timeout=20):
 class Config:
     """One mounted file system under test."""
 
-    def __init__(self, name, label, kind, opts=""):
+    def __init__(self, name, label, kind, opts="", binary=None):
         self.name, self.label, self.kind, self.opts = name, label, kind, opts
+        self.binary = binary or F2FUSE
         self.proc = None
         self.loop = None
         self.image = None
@@ -154,7 +158,7 @@ class Config:
         elif self.kind == "f2fuse":
             sh(["mkfs.f2fs", "-q", "-f", self.image])
             opts = "rw" + ("," + self.opts if self.opts else "")
-            self.proc = subprocess.Popen([F2FUSE, "-f", "-o", opts, self.image, self.mnt],
+            self.proc = subprocess.Popen([self.binary, "-f", "-o", opts, self.image, self.mnt],
                                          stdout=logf, stderr=logf)
         elif self.kind == "fuse2fs":
             sh(["mkfs.ext4", "-q", "-F", self.image])
@@ -196,10 +200,18 @@ class Config:
 
 
 def all_configs():
-    return [
+    # (no fuse_ring=off: binaries from before fuse_ring=auto refuse it, and never took the
+    # ring unasked)
+    baseline = [Config("f2fuse-baseline", "f2fuse uring, baseline binary", "f2fuse",
+                       ",".join(o for o in ["backend=uring", F2FUSE_OPTS] if o),
+                       binary=os.path.abspath(BASELINE_BIN))] if BASELINE_BIN else []
+    return baseline + [
         Config("memfs", "memfs (FUSE ceiling)", "memfs", MEMFS_OPTS),
+        # The ring is f2fuse's default where the kernel offers it (fuse_ring=auto), and this
+        # bench turns the kernel's offer on for the -ring pair: the other configurations
+        # keep /dev/fuse explicitly.
         Config("f2fuse-uring", "f2fuse uring (O_DIRECT)", "f2fuse",
-               ",".join(o for o in ["backend=uring", F2FUSE_OPTS] if o)),
+               ",".join(o for o in ["backend=uring,fuse_ring=off", F2FUSE_OPTS] if o)),
         # FUSE over io_uring (src/fuse/fuse_ring.c): the transport, not the daemon, differs;
         # its ceiling is memfs with the same transport.
         Config("memfs-ring", "memfs + fuse_ring (ceiling)", "memfs",
@@ -210,9 +222,10 @@ def all_configs():
         Config("memfs-wbc", "memfs + writeback_cache (ceiling)", "memfs",
                ",".join(o for o in ["writeback_cache", MEMFS_OPTS] if o)),
         Config("f2fuse-uring-wbc", "f2fuse uring + writeback_cache", "f2fuse",
-               ",".join(o for o in ["backend=uring,writeback_cache=on", F2FUSE_OPTS] if o)),
+               ",".join(o for o in ["backend=uring,writeback_cache=on,fuse_ring=off",
+                                    F2FUSE_OPTS] if o)),
         Config("f2fuse-psync", "f2fuse psync (buffered)", "f2fuse",
-               ",".join(o for o in ["backend=psync", F2FUSE_OPTS] if o)),
+               ",".join(o for o in ["backend=psync,fuse_ring=off", F2FUSE_OPTS] if o)),
         Config("fuse2fs", "fuse2fs (FUSE ext4)", "fuse2fs"),
         Config("ext4-loop", "ext4 on loop, dio off", "ext4loop", "off"),
         Config("ext4-loop-dio", "ext4 on loop, dio on", "ext4loop", "on"),
@@ -446,6 +459,28 @@ def replot():
     write_chart(configs, rows, results)
 
 
+def dump_daemon_logs(configs, workdir, lines=30):
+    """A failed run shows what each daemon said before its work directory goes."""
+    for c in configs:
+        path = os.path.join(workdir, c.name + ".log")
+        try:
+            with open(path, errors="replace") as f:
+                tail = f.readlines()[-lines:]
+        except OSError:
+            continue
+        if tail:
+            print(f"--- {c.name} daemon log (last {len(tail)} lines)", file=sys.stderr)
+            sys.stderr.writelines(tail)
+        if c.kind == "f2fuse" and c.proc and c.proc.poll() is None:
+            st = sh([c.binary, "stat", c.mnt], check=False)
+            keep = [l for l in st.splitlines()
+                    if re.search(r"error|enospc|no_room|^seg\.|^gc\.|^checkpoint\.", l)
+                    and not l.endswith(" 0")]
+            print(f"--- {c.name} f2fuse stat (non-zero errors, space, GC, checkpoints)",
+                  file=sys.stderr)
+            print("\n".join(keep), file=sys.stderr)
+
+
 def main():
     if "--replot" in sys.argv:
         replot()
@@ -460,6 +495,14 @@ def main():
     meta_rows = [r for r in META_ROWS if not ROWS_ONLY or r in ROWS_ONLY]
     base = os.environ.get("FIO_BENCH_DIR", os.path.join(ROOT, "build"))
     os.makedirs(base, exist_ok=True)
+    # Every image may fill up to its size: a host file system that runs out of space
+    # fails the writes (f2fuse turns read-only) and the run measures nothing.
+    images = sum(1 for c in configs if c.kind != "memfs")
+    vfs = os.statvfs(base)
+    free_mib = vfs.f_bavail * vfs.f_frsize >> 20
+    if free_mib < images * IMAGE_MIB + 1024:
+        sys.exit(f"fio bench: {base} has {free_mib} MiB free; {images} images of {IMAGE_MIB} "
+                 f"MiB need {images * IMAGE_MIB + 1024} MiB (FIO_BENCH_DIR, FIO_BENCH_IMAGE_MIB)")
     workdir = tempfile.mkdtemp(prefix="bench-fio.", dir=base)
     started = time.time()
     load0 = os.getloadavg()
@@ -500,6 +543,9 @@ def main():
                     results.setdefault((row, c.name), []).append(r)
                     log(f"rep {rep + 1} {row:16} {c.name:14} {r['value']:10.0f} {r['unit']} "
                         f"({r['seconds']:.1f}s) cpu {r['cpu']:.1f}s rss {r['rss']:.0f}M")
+    except BaseException:
+        dump_daemon_logs(configs, workdir)
+        raise
     finally:
         for c in configs:
             c.stop()

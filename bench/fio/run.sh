@@ -23,7 +23,7 @@
 #   FIO_BENCH_TAR_SRC       directories packed into the untar row's tarball
 #   FIO_BENCH_CONFIGS       comma list: memfs,f2fuse-uring,memfs-ring,f2fuse-uring-ring,
 #                           memfs-wbc,f2fuse-uring-wbc,f2fuse-psync,fuse2fs,ext4-loop,
-#                           ext4-loop-dio (the -wbc pair: writeback_cache on; they skip the
+#                           ext4-loop-dio, f2fuse-baseline (the -wbc pair: writeback_cache on; they skip the
 #                           metadata rows unless FIO_BENCH_WBC_META=1; the -ring pair: FUSE
 #                           over io_uring, -o fuse_ring, with the fuse module's enable_uring
 #                           set on for the run and restored after)
@@ -32,7 +32,11 @@
 #                           randwrite,uring-randwrite,write,write128k,create,stat,unlink,untar,fsync)
 #   FIO_BENCH_F2FUSE_OPTS   extra f2fuse -o options (e.g. writeback_cache=off)
 #   FIO_BENCH_MEMFS_OPTS    memfs -o options (writeback_cache)
-#   FIO_BENCH_DIR           where images and mount points go (default build/; not tmpfs)
+#   FIO_BENCH_DIR           where images and mount points go (default build/; not tmpfs);
+#                           it needs free space for every image (checked before the run)
+#   FIO_BENCH_BASELINE_BIN  another f2fuse binary (say, a build of the last commit) measured in
+#                           the same run as configuration f2fuse-baseline (backend=uring and
+#                           FIO_BENCH_F2FUSE_OPTS): an A/B of a change
 # Writes bench/results/fio.md (table), fio.png (chart), fio.json (every run).  Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
