@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -665,6 +666,27 @@ static struct blk_req *bounce_begin(struct blk_dev *dev, struct blk_req *user)
 }
 
 /* ---- submission -------------------------------------------------------------------- */
+
+unsigned blk_mergeable_run(struct blk_req *const *reqs, unsigned n)
+{
+    const struct blk_req *first = reqs[0];
+    const unsigned no_merge = BLK_REQF_PRESET | BLK_REQF_NO_MERGE;
+    if ((first->op != BLK_READ && first->op != BLK_WRITE) || (first->flags & no_merge) ||
+        first->done_bytes)
+        return 1;
+    uint64_t end = first->off + first->len, total = first->len;
+    unsigned run = 1;
+    while (run < n && run < IOV_MAX) {
+        const struct blk_req *r = reqs[run];
+        if (r->op != first->op || r->prio != first->prio || (r->flags & no_merge) ||
+            r->off != end || total + r->len > BLK_MAX_XFER)
+            break;
+        end += r->len;
+        total += r->len;
+        run++;
+    }
+    return run;
+}
 
 static bool req_valid(const struct blk_req *req)
 {

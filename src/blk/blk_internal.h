@@ -135,4 +135,8 @@ int blk_discard_blockdev(int fd, uint64_t off, uint64_t len);
 /* The largest single read/write handed to the kernel; longer ones continue as "short". */
 #define BLK_MAX_XFER (1ull << 30)
 
+/* How many requests from reqs[0] form one contiguous run of reads or of writes with the
+ * same priority that one readv/writev can carry (1 when reqs[0] cannot be gathered). */
+unsigned blk_mergeable_run(struct blk_req *const *reqs, unsigned n);
+
 #endif

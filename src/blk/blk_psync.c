@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* Bytes moved (short only at the end of the device for reads) or -errno. */
@@ -60,12 +61,51 @@ static int psync_init(struct blk_dev *dev)
     return 0;
 }
 
+/* Requests gathered into one preadv/pwritev at most (a stack array). */
+#define GATHER_MAX 256u
+
+/* A contiguous run reqs[0..n) as one system call.  True when it moved every byte; false
+ * leaves the requests to run one by one (again, which rewrites or rereads the same bytes:
+ * a short transfer or an error is sorted out per request). */
+static bool run_gathered(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
+{
+    struct iovec iov[GATHER_MAX];
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++) {
+        iov[i] = (struct iovec){.iov_base = reqs[i]->buf, .iov_len = reqs[i]->len};
+        total += reqs[i]->len;
+    }
+    ssize_t r;
+    do {
+        r = reqs[0]->op == BLK_READ ? preadv(dev->fd, iov, (int)n, (off_t)reqs[0]->off)
+                                    : pwritev(dev->fd, iov, (int)n, (off_t)reqs[0]->off);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0 || (uint64_t)r != total)
+        return false;
+    atomic_fetch_add(&dev->stats.merged, n - 1);
+    for (unsigned i = 0; i < n; i++) {
+        reqs[i]->result = (int64_t)reqs[i]->len;
+        blk_req_complete(dev, reqs[i]);
+    }
+    return true;
+}
+
 static int psync_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
 {
-    for (unsigned i = 0; i < n; i++) {
-        struct blk_req *req = reqs[i];
-        req->result = (req->flags & BLK_REQF_PRESET) ? req->preset_result : execute(dev, req);
-        blk_req_complete(dev, req);
+    for (unsigned i = 0; i < n;) {
+        unsigned run = blk_mergeable_run(reqs + i, n - i);
+        if (run > GATHER_MAX)
+            run = GATHER_MAX;
+        if (run > 1 && run_gathered(dev, reqs + i, run)) {
+            i += run;
+            continue;
+        }
+        for (unsigned end = i + run; i < end; i++) {
+            struct blk_req *req = reqs[i];
+            req->result =
+                (req->flags & BLK_REQF_PRESET) ? req->preset_result : execute(dev, req);
+            blk_req_complete(dev, req);
+        }
     }
     return 0;
 }

@@ -155,28 +155,6 @@ static void prep_single(struct uring_state *st, struct blk_dev *dev, struct io_u
     io_uring_sqe_set_data(sqe, req);
 }
 
-/* How many requests from reqs[0] form one contiguous run of the same kind. */
-static unsigned mergeable_run(struct blk_req **reqs, unsigned n)
-{
-    const struct blk_req *first = reqs[0];
-    const unsigned no_merge = BLK_REQF_PRESET | BLK_REQF_NO_MERGE;
-    if ((first->op != BLK_READ && first->op != BLK_WRITE) || (first->flags & no_merge) ||
-        first->done_bytes)
-        return 1;
-    uint64_t end = first->off + first->len, total = first->len;
-    unsigned run = 1;
-    while (run < n && run < IOV_MAX) {
-        const struct blk_req *r = reqs[run];
-        if (r->op != first->op || r->prio != first->prio || (r->flags & no_merge) ||
-            r->off != end || total + r->len > BLK_MAX_XFER)
-            break;
-        end += r->len;
-        total += r->len;
-        run++;
-    }
-    return run;
-}
-
 /* Prepares reqs[0..n) as one readv/writev; false when there is no memory for it. */
 static bool prep_group(struct uring_state *st, struct blk_dev *dev, struct io_uring_sqe *sqe,
                        struct blk_req **reqs, unsigned n)
@@ -221,7 +199,7 @@ static void queue_locked(struct uring_state *st, struct blk_dev *dev, struct blk
         struct io_uring_sqe *sqe = get_sqe_locked(st);
         if (!sqe)
             break;
-        unsigned run = mergeable_run(reqs + i, n - i);
+        unsigned run = blk_mergeable_run(reqs + i, n - i);
         if (run > 1 && prep_group(st, dev, sqe, reqs + i, run)) {
             atomic_fetch_add(&dev->stats.merged, run - 1);
             i += run;

@@ -403,6 +403,8 @@ static void test_read_past_end(void)
     CHECK_EQ(first.result, BLK);
     CHECK_EQ(second.result, BLK);
     CHECK(range_has_pattern(pair, IMG_SIZE - 2 * BLK, 2 * BLK));
+    /* psync gathers them too, but its preadv comes back short and the pair runs again
+     * one by one, which is not counted as merged */
     CHECK_EQ(stat_of(dev, "blk.merged"), expect_direct() ? 1 : 0);
     free(pair);
     CHECK_EQ(blk_write(dev, IMG_SIZE - BLK, buf, 2 * BLK), -EIO);
@@ -589,7 +591,7 @@ static void test_merge_adjacent(void)
     }
     CHECK_EQ(blk_submit(dev, ptrs, N), 0);
     waiter_wait(&w, N);
-    const unsigned expect = expect_direct() ? N - 1 : 0;
+    const unsigned expect = N - 1; /* one writev (uring) or pwritev (psync) */
     CHECK_EQ(stat_of(dev, "blk.merged"), expect);
     for (unsigned i = 0; i < N; i++)
         CHECK_EQ(reqs[i].result, BLK);
@@ -608,13 +610,39 @@ static void test_merge_adjacent(void)
     waiter_wait(&w, N);
     waiter_fini(&w);
     /* runs: {0,1,2} {4} {5} {6,7} {3} -> 3 folded */
-    CHECK_EQ(stat_of(dev, "blk.merged"), expect + (expect_direct() ? 3 : 0));
+    CHECK_EQ(stat_of(dev, "blk.merged"), expect + 3);
     CHECK(memcmp(in, out, N * BLK) == 0);
     CHECK_EQ(stat_of(dev, "blk.read.ops"), N);
     CHECK_EQ(stat_of(dev, "blk.write.ops"), N);
     CHECK_EQ(stat_of(dev, "blk.read.bytes"), N * BLK);
     free(out);
     free(in);
+
+    /* a long run, one page per request as the flusher submits a chunk: uring folds it into
+     * one writev (up to IOV_MAX), psync into pwritevs of at most 256 */
+    enum { LONG = 300 };
+    uint8_t *big = blk_alloc_buf(LONG * BLK), *back = blk_alloc_buf(LONG * BLK);
+    struct blk_req *lreqs = calloc(LONG, sizeof(*lreqs));
+    struct blk_req **lptrs = calloc(LONG, sizeof(*lptrs));
+    fill_random(big, LONG * BLK);
+    waiter_init(&w);
+    for (unsigned i = 0; i < LONG; i++) {
+        lreqs[i] = make_req(BLK_WRITE, base + i * BLK, BLK, big + i * BLK, &w);
+        lptrs[i] = &lreqs[i];
+    }
+    uint64_t merged0 = stat_of(dev, "blk.merged");
+    CHECK_EQ(blk_submit(dev, lptrs, LONG), 0);
+    waiter_wait(&w, LONG);
+    waiter_fini(&w);
+    for (unsigned i = 0; i < LONG; i++)
+        CHECK_EQ(lreqs[i].result, BLK);
+    CHECK_EQ(stat_of(dev, "blk.merged") - merged0, expect_direct() ? LONG - 1 : LONG - 2);
+    CHECK_EQ(blk_read(dev, base, back, LONG * BLK), 0);
+    CHECK(memcmp(back, big, LONG * BLK) == 0);
+    free(lreqs);
+    free(lptrs);
+    free(big);
+    free(back);
     close_and_remove(dev);
 }
 
