@@ -84,7 +84,8 @@ struct wb_control {
 
     /* counters (under lock) */
     uint64_t starts[WB_REASONS];
-    uint64_t pages_written, chunks, chunk_inodes, requests, io_ns, errors, cp_requests;
+    uint64_t pages_written, chunks, chunk_inodes, requests, io_ns, errors, cp_requests,
+        prefree_checkpoints;
     uint64_t pauses, pause_ns, limit_waits, limit_wait_ns;
     atomic_uint_fast64_t dirty_max;
     /* Published under lock whenever a tunable or the estimate changes, read by writers
@@ -497,6 +498,30 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
     return (int)s->assigned;
 }
 
+/* Segments emptied since the last checkpoint (prefree) are reusable only once the next one
+ * commits.  Writing fast between periodic checkpoints, the free pool would drain into
+ * prefree ones until writers stall in foreground GC, whose first step is a checkpoint of all
+ * dirty data (seen: 16 x 128 KiB writers on a 4 GiB image, 1,489 prefree and 138 free
+ * segments after 3 s).  So the flusher asks for a metadata checkpoint, which is what frees
+ * them, once prefree segments are past 5 % of the main area (the kernel's
+ * excess_prefree_segs, at least 8) and outnumber the free ones.  The second condition keeps
+ * them rare: a checkpoint stalls writers and costs two device flushes, and asking at 5 %
+ * alone took 33 checkpoints in 10 s of 128 KiB writes and 15 % of their throughput. */
+static void reclaim_prefree(struct f2fuse *fs)
+{
+    uint32_t limit = seg_main_segments(fs->seg) / 20;
+    if (limit < 8)
+        limit = 8;
+    uint32_t prefree = seg_prefree_segments(fs->seg);
+    if (prefree <= limit || prefree < seg_free_segments(fs->seg))
+        return;
+    struct wb_control *wb = fs->wb;
+    pthread_mutex_lock(&wb->lock);
+    wb->prefree_checkpoints++;
+    pthread_mutex_unlock(&wb->lock);
+    checkpoint_request(fs, BLK_PRIO_LOW, CP_METADATA);
+}
+
 /* Waits for the oldest used slot's writes, then releases its pages and counts it.  Called
  * by the flusher with wb->lock held; drops it meanwhile.  Returns the chunk's I/O error. */
 static int chunk_finish_oldest_locked(struct f2fuse *fs)
@@ -598,6 +623,8 @@ static void *flusher_thread(void *arg)
         unsigned chunk = wb_chunk_pages(wb->est.bw);
         pthread_mutex_unlock(&wb->lock);
         int got = chunk_start(fs, slot, chunk);
+        if (got > 0)
+            reclaim_prefree(fs);
         pthread_mutex_lock(&wb->lock);
         if (got > 0) /* fewer dirty pages now: writers at the limit may go on */
             pthread_cond_broadcast(&wb->progress);
@@ -814,6 +841,7 @@ void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)
     emit(sink, "wb.io_ms", wb->io_ns / 1000000);
     emit(sink, "wb.errors", wb->errors);
     emit(sink, "wb.checkpoint_requests", wb->cp_requests);
+    emit(sink, "wb.prefree_checkpoints", wb->prefree_checkpoints);
     emit(sink, "wb.throttle.pauses", wb->pauses);
     emit(sink, "wb.throttle.pause_ms", wb->pause_ns / 1000000);
     emit(sink, "wb.throttle.limit_waits", wb->limit_waits);
