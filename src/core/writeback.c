@@ -7,27 +7,21 @@
  * since the checkpoint stays unused until the next one).
  *
  * One chunk = the oldest dirty pages, at most ~25 ms of device time, one run per inode in
- *   file order: cp_lock shared -> per inode, its stripe: assign blocks, mark the pages
- *   clean -> stripes and cp_lock dropped (writers and checkpoints go on) -> one request per
- *   page, straight from the cached page (the backend gathers consecutive blocks into one
- *   writev) at low priority -> pages put once written.  Two chunks may be in flight
- *   (WB_SLOTS): the next one is prepared while the device writes the last.  A checkpoint
- *   that starts while a chunk is in flight records node pages pointing at its blocks; it
- *   waits for the chunk (writeback_wait_io) just before its commit flush, so the blocks
- *   are on the device before the pack that references them, and its own node, NAT and
- *   SIT writes overlap the chunk.  (Holding cp_lock through the
+ *   file order: cp_lock shared -> per inode, its stripe: assign blocks, copy the data into
+ *   the chunk's buffer, mark the pages clean -> stripes and cp_lock dropped (writers and
+ *   checkpoints go on) -> one request per run of consecutive blocks at low priority ->
+ *   pages put once written.  Two chunks may be in flight (WB_SLOTS): the next one is
+ *   prepared while the device writes the last.  A checkpoint that starts while a chunk is
+ *   in flight records node pages
+ *   pointing at its blocks; it waits for the chunk (writeback_wait_io) just before its
+ *   commit flush, so the blocks are on the device before the pack that references them,
+ *   and its own node, NAT and SIT writes overlap the chunk.  (Holding cp_lock through the
  *   I/O, as before, made every checkpoint wait for the chunk first — and kept the
  *   background writes off the device while one ran, which hid seed 000's priority
  *   inversion: a low-priority checkpoint could never be stuck behind them.)
  * The pages stay referenced through the I/O, so a reader finds them in the cache and never
  * reads a block still being written; fsync of that inode waits for the chunk
- * (writeback_wait_inode) so that its flush covers it.
- * A writer may change a page while its write is in flight (no stable pages, as the kernel
- * on a device that does not ask for them): the page is dirty again and gets a new block
- * before any checkpoint or fsync that follows the change, so the block written here is
- * only ever referenced with the content of writes completed before it was assigned, or
- * with a write racing the fsync that persisted it.  (Copying each chunk into a buffer
- * first took a quarter of the flusher's time, which bounds large sequential writes.) */
+ * (writeback_wait_inode) so that its flush covers it. */
 #include "core/writeback.h"
 
 #include <errno.h>
@@ -39,7 +33,7 @@
 #include "core/fs.h"
 #include "core/writeback_ctl.h"
 
-#define WB_MAX_CHUNK 1024u /* pages in one chunk */
+#define WB_MAX_CHUNK 1024u /* pages: a slot's buffer */
 #define WB_MAX_INODES 16u  /* inodes merged into one chunk */
 #define WB_SLOTS 2u        /* chunks in flight: the next is prepared while one is written */
 
@@ -48,13 +42,13 @@
  * counters) later.  Waiters (fsync, checkpoint) need only its I/O to be complete. */
 struct wb_slot {
     struct f2fuse *fs;
+    uint8_t *buf;
     struct page **pages;
     uint32_t *addrs;
     struct blk_req *reqs;
     struct blk_req **rp;
     size_t assigned;       /* pages[0, assigned): referenced, being written */
-    unsigned nreq;         /* requests: one per page */
-    unsigned nruns;        /* runs of consecutive blocks among them */
+    unsigned nreq;
     uint64_t submitted_ns;
     uint64_t seq;          /* submission order */
     /* under wb->lock */
@@ -287,8 +281,8 @@ static void reverse_pages(struct page **p, size_t n)
 #define WB_MIN_FREE_SEGMENTS 8u
 
 /* Adds n pages of ino (sorted, still dirty, referenced: s->pages[at, at + n)) to slot s's
- * chunk: blocks assigned, pages marked clean.  Caller holds ino's stripe.  Returns how many
- * were assigned; the rest stay dirty and are put. */
+ * chunk: blocks assigned, data copied into the slot's buffer, pages marked clean.  Caller
+ * holds ino's stripe.  Returns how many were assigned; the rest stay dirty and are put. */
 static size_t chunk_add_pages(struct f2fuse *fs, struct wb_slot *s, uint32_t ino, size_t at,
                               size_t n, int *err)
 {
@@ -299,6 +293,9 @@ static size_t chunk_add_pages(struct f2fuse *fs, struct wb_slot *s, uint32_t ino
     *err = inode_get(fs, ino, &ipage, &ii);
     if (!*err) {
         *err = data_assign_blocks(fs, &ii, ipage, pages, n, s->addrs + at, &assigned);
+        for (size_t i = 0; i < assigned; i++)
+            memcpy(s->buf + (at + i) * F2FS_BLKSIZE, pages[i]->data, F2FS_BLKSIZE);
+        /* Under the stripe no writer touches these pages between the copy and here. */
         pcache_mark_clean_many(fs->cache, pages, s->addrs + at, assigned);
         pcache_put(fs->cache, ipage);
     }
@@ -440,20 +437,22 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         pthread_rwlock_unlock(stripe);
     }
 
-    /* One request per page, from the page itself, in block order within each run. */
-    unsigned nreq = 0, nruns = 0;
+    /* One request per run of consecutive blocks: the buffer is in the same order. */
+    unsigned nreq = 0;
     for (size_t i = 0; i < s->assigned; i++) {
-        if (!i || s->addrs[i] != s->addrs[i - 1] + 1)
-            nruns++;
+        if (i && s->addrs[i] == s->addrs[i - 1] + 1) {
+            s->reqs[nreq - 1].len += F2FS_BLKSIZE;
+            continue;
+        }
         s->reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_LOW,
                                          .off = (uint64_t)s->addrs[i] * F2FS_BLKSIZE,
-                                         .len = F2FS_BLKSIZE, .buf = s->pages[i]->data,
+                                         .len = F2FS_BLKSIZE,
+                                         .buf = s->buf + i * F2FS_BLKSIZE,
                                          .done = chunk_req_done, .private = s};
         s->rp[nreq] = &s->reqs[nreq];
         nreq++;
     }
     s->nreq = nreq;
-    s->nruns = nruns;
     pthread_mutex_lock(&wb->lock);
     s->pending = nreq;
     if (!nreq) { /* nothing placed: the slot is free again */
@@ -554,7 +553,7 @@ static int chunk_finish_oldest_locked(struct f2fuse *fs)
         wb->pages_written += s->assigned;
         wb->chunks++;
         wb->chunk_inodes += s->ninos;
-        wb->requests += s->nruns;
+        wb->requests += s->nreq;
         wb->io_ns += took;
         atomic_fetch_add(&fs->data_pages_written, s->assigned);
     }
@@ -656,11 +655,12 @@ int writeback_init(struct f2fuse *fs)
     for (unsigned i = 0; i < WB_SLOTS; i++) {
         struct wb_slot *s = &wb->slots[i];
         s->fs = fs;
+        s->buf = blk_alloc_buf((size_t)WB_MAX_CHUNK * F2FS_BLKSIZE);
         s->pages = calloc(WB_MAX_CHUNK, sizeof(*s->pages));
         s->addrs = calloc(WB_MAX_CHUNK, sizeof(*s->addrs));
         s->reqs = calloc(WB_MAX_CHUNK, sizeof(*s->reqs));
         s->rp = calloc(WB_MAX_CHUNK, sizeof(*s->rp));
-        if (!s->pages || !s->addrs || !s->reqs || !s->rp)
+        if (!s->buf || !s->pages || !s->addrs || !s->reqs || !s->rp)
             return -ENOMEM;
     }
     int err = -pthread_create(&wb->thread, NULL, flusher_thread, fs);
@@ -692,6 +692,7 @@ void writeback_destroy(struct f2fuse *fs)
     fs->wb = NULL;
     for (unsigned i = 0; i < WB_SLOTS; i++) {
         struct wb_slot *s = &wb->slots[i];
+        free(s->buf);
         free(s->pages);
         free(s->addrs);
         free(s->reqs);
