@@ -14,10 +14,14 @@ for dir in bench/*/; do
         continue
     fi
     echo "== bench/$name"
+    started=$(mktemp)
     "$dir/run.sh" || { echo "bench/$name failed"; status=1; }
-    # its chart for docs/GUIDE.md (bench/chart.py: stdlib Python, PNG next to the table)
-    if [ -f "bench/results/$name.md" ]; then
+    # its chart for docs/GUIDE.md (bench/chart.py: stdlib Python, PNG next to the table),
+    # unless the benchmark drew its own (fio, gc and writeback plot with matplotlib), which
+    # the generic chart would overwrite
+    if [ -f "bench/results/$name.md" ] && ! [ "bench/results/$name.png" -nt "$started" ]; then
         python3 bench/chart.py "bench/results/$name.md" || echo "bench/$name: no chart"
     fi
+    rm -f "$started"
 done
 exit $status
