@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/extent.h"
 #include "core/fs.h"
 
 static uint64_t data_key(uint32_t ino, uint64_t index);
@@ -69,7 +70,14 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
     struct page *dnode = NULL;
     uint32_t dnode_nid = 0;
     int err = 0;
+    /* Blocks inside the inode's extent need no node (the kernel's read extent cache). */
+    bool ext = extent_usable(fs, ri, data_max_size(ii) / F2FS_BLKSIZE);
+    uint32_t through_ext = 0;
     for (uint32_t i = 0; i < count && !err; i++) {
+        if (ext && extent_lookup(&ri->i_ext, index + i, &addrs[i])) {
+            through_ext++;
+            continue;
+        }
         struct node_path p;
         err = path_of(ii->addrs_per_inode, index + i, &p);
         if (err)
@@ -107,6 +115,10 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
         err = check_addr(fs, ii->ino, index + i, &addrs[i]);
     }
     pcache_put(fs->cache, dnode);
+    if (through_ext)
+        atomic_fetch_add(&fs->extent_hits, through_ext);
+    if (count > through_ext)
+        atomic_fetch_add(&fs->extent_misses, count - through_ext);
     return err;
 }
 
@@ -352,6 +364,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
         *dn.addr = htole32(NEW_ADDR);
         inode_add_blocks(ipage, 1);
         seg_reserve(fs->seg, 1);
+        extent_forget_block(&page_node(ipage)->i, index);
         reserved = true;
     } else if (addr != NEW_ADDR && !blkaddr_in_main(fs, addr)) {
         err = fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area",
@@ -391,6 +404,7 @@ int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ip
         *dn.addr = htole32(NEW_ADDR);
         inode_add_blocks(ipage, 1);
         seg_reserve(fs->seg, 1);
+        extent_forget_block(&page_node(ipage)->i, index);
         pcache_mark_dirty(fs->cache, dn.page);
         pcache_mark_dirty(fs->cache, ipage);
     }
@@ -405,6 +419,7 @@ int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *i
     struct f2fs_inode *ri = &page_node(ipage)->i;
     bool has_data = ii->size && (ii->inline_flags & F2FS_DATA_EXIST);
     ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
+    extent_clear(ri); /* an inline inode has no blocks for one to describe */
     ii->inline_flags = ri->i_inline;
     pcache_mark_dirty(fs->cache, ipage);
     /* Without data there is nothing to move, and no block to spend on it. */
@@ -600,6 +615,7 @@ static int free_from(struct f2fuse *fs, struct inode_info *ii, struct page *ipag
 {
     struct f2fs_inode *ri = &page_node(ipage)->i;
     fsync_needs_checkpoint(fs, ii->ino); /* freed nodes leave no trace to roll forward */
+    extent_truncate(ri, first_free);
     pcache_discard_range(fs->cache, PAGE_DATA, data_key(ii->ino, first_free),
                          data_key(ii->ino, 0xffffffffu));
     for (uint64_t i = first_free; i < ii->addrs_per_inode; i++)
@@ -705,6 +721,7 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
     struct dnode dn = {0};
     struct node_path cur = {0};
     struct f2fs_nat_entry ne;
+    struct extent_run run = {0};
     bool have = false, inode_dirty = false;
     int err = 0;
     size_t i = 0;
@@ -751,6 +768,8 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
         }
         *dn.addr = htole32(blkaddr);
         addrs[i] = blkaddr;
+        if (extent_assigned(&page_node(ipage)->i, &run, index, blkaddr))
+            inode_dirty = true;
     }
     dnode_put(fs, ipage, &dn);
     if (inode_dirty)
@@ -855,6 +874,7 @@ int data_punch_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipag
         return err == -ENOENT ? 0 : err;
     if (*dn.addr) {
         free_addr(fs, ipage, dn.addr);
+        extent_forget_block(&page_node(ipage)->i, index);
         pcache_mark_dirty(fs->cache, dn.page);
         pcache_mark_dirty(fs->cache, ipage);
     }

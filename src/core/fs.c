@@ -854,6 +854,9 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
     fn(arg, "recovery.names", atomic_load(&fs->recovered_names));
     fn(arg, "fs.stale_tails_zeroed", atomic_load(&fs->stale_tails_zeroed));
+    fn(arg, "read.extent_hits", atomic_load(&fs->extent_hits));
+    fn(arg, "read.extent_misses", atomic_load(&fs->extent_misses));
+    fn(arg, "read.extent_rejected", atomic_load(&fs->extent_rejected));
     fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
     fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
     fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));

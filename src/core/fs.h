@@ -125,6 +125,10 @@ struct f2fuse {
     atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes, recovered_names;
     atomic_uint_fast64_t fsync_no_room; /* fast fsyncs that checkpointed: recovery's room */
     atomic_uint_fast64_t stale_tails_zeroed; /* data_zero_past_end found a stale tail */
+    /* extent.c: file blocks mapped through an inode's extent / through its nodes, and
+     * extents found not valid (then not read through; the first one is logged) */
+    atomic_uint_fast64_t extent_hits, extent_misses, extent_rejected;
+    atomic_bool extent_rejected_logged;
     /* CLOCK_MONOTONIC ns of the last write-side request (fs_reserve): background GC and
      * online discard wait for this to be old enough */
     atomic_uint_fast64_t activity_ns;

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/extent.h"
 #include "core/fs.h"
 
 struct chain_node {
@@ -247,6 +248,7 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
         to->i_blocks = htole64(1);
         to->i_xattr_nid = 0;
         memset(to->i_nid, 0, sizeof(to->i_nid));
+        extent_clear(to); /* replay copies the data into new blocks */
         err = inode_decode(fs, ipage, ino, &ii);
         if (!err && !(ii.inline_flags & F2FS_INLINE_DATA)) {
             /* Pointers and size come from replay_inode, which reads this same block. */
