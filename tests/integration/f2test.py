@@ -250,7 +250,8 @@ _FSCK_OK_LINE = re.compile(
 
 
 def fsck(img, timeout=120):
-    """Runs `fsck.f2fs --dry-run IMG` (never writes). Returns (clean, rc, output).
+    """Runs `fsck.f2fs --dry-run -f IMG` (forced: the full check also on an image marked clean;
+    never writes). Returns (clean, rc, output).
 
     Clean (learned on fresh mkfs and sload images of 1.15) means: exit 0, the full check ran (the
     "[FSCK] other corrupted bugs ... [Ok..]" line is there) and every line is one of: "Info: ...",
@@ -259,7 +260,7 @@ def fsck(img, timeout=120):
     "Do you want to ...", "Can't find a valid ...", ...) means not clean.
     """
     try:
-        p = subprocess.run(["fsck.f2fs", "--dry-run", img], stdin=subprocess.DEVNULL,
+        p = subprocess.run(["fsck.f2fs", "--dry-run", "-f", img], stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, None, "fsck.f2fs timed out"
@@ -1032,6 +1033,7 @@ class F2fsImage:
                  depth=self.u32(b, 72), xattr_nid=self.u32(b, 76), flags=self.u32(b, 80),
                  pino=self.u32(b, 84), namelen=self.u32(b, 88))
         i["name"] = b[92:92 + min(i["namelen"], 255)]
+        i["ext"] = (self.u32(b, 348), self.u32(b, 352), self.u32(b, 356))   # fofs, blk, len
         extra = self.u16(b, 360) if i["inline"] & EXTRA_ATTR else 0
         if extra % 4 or extra > 36 * 4:
             raise Corrupt("ino %d: bad i_extra_isize %d" % (ino, extra))
@@ -1229,6 +1231,39 @@ def move_nat_to_journal(img, nids):
             f.seek(off)
             f.write(j)
     return sorted(entries)
+
+
+def check_extents(img, chk, what=""):
+    """Every inode reachable from the root: its largest extent (i_ext) must be true - each
+    file block inside it mapped to exactly the block it says, as a kernel reading through it
+    without the node assumes - and no inline inode may carry one.  Returns how many inodes
+    had a non-empty extent and the blocks they covered."""
+    with F2fsImage(img) as im:
+        seen, todo, count, covered = set(), [im.root_ino], 0, 0
+        while todo:
+            ino = todo.pop()
+            if ino in seen:
+                continue
+            seen.add(ino)
+            i = im.inode(ino)
+            fofs, blk, length = i["ext"]
+            if length:
+                count += 1
+                covered += length
+                tag = "%sino %d extent [file %d, block %d, %d blocks]" % (what, ino, fofs, blk, length)
+                if i["inline"] & INLINE_DATA:
+                    chk.fail(tag + ": an inline inode carries an extent")
+                elif (fofs + length) * BLK > i["size"] + BLK - 1 and not i["advise"] & 0x10:  # KEEP_SIZE
+                    chk.fail(tag + ": reaches past the size %d" % i["size"])
+                else:
+                    bad = [k for k in range(length) if im.bmap(i, fofs + k) != blk + k]
+                    if bad:
+                        chk.fail("%s: file block %d maps to %d, not %d (%d of %d wrong)" %
+                                 (tag, fofs + bad[0], im.bmap(i, fofs + bad[0]), blk + bad[0],
+                                  len(bad), length))
+            if stat.S_ISDIR(i["mode"]):
+                todo += [c for name, c, ft, off in im.dentries(i) if name not in (b".", b"..")]
+        return count, covered
 
 
 def verify_image(img, src, chk, expected_xattrs=None, root_extra=()):
