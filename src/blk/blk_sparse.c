@@ -249,7 +249,7 @@ static int map_read(const struct blk_sparse_map *map, int fd, uint64_t off, uint
         if (e->kind == BLK_SPARSE_RAW) {
             int err = read_exact(fd, buf, n, e->file_off + skip);
             if (err)
-                return err == -EIO ? -EIO : err; /* the file shrank under us */
+                return err; /* -EIO: the file shrank under us */
         } else if (e->kind == BLK_SPARSE_FILL) {
             for (uint64_t k = 0; k < n; k++) /* the value is little-endian from the block on */
                 buf[k] = (uint8_t)(e->fill >> (8 * ((skip + k) % 4)));
