@@ -29,11 +29,16 @@ SANFLAGS :=
 OPT      := -O2 -g
 endif
 
-PKGS     := fuse3 liburing
+PKGS     := fuse3 liburing blkid
+# Debian's android-libsparse(-dev) ships no pkg-config file and keeps the library in a
+# private directory (the one its own simg2img finds through RUNPATH).
+SPARSE_DIR    := /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/android
+SPARSE_CFLAGS := -I/usr/include/android
+SPARSE_LIBS   := -L$(SPARSE_DIR) -Wl,-rpath,$(SPARSE_DIR) -lsparse
 CFLAGS   += -std=gnu11 $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
             -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(SANFLAGS) \
-            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(SPARSE_CFLAGS)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(SPARSE_LIBS) -lpthread
 LDFLAGS  += $(SANFLAGS)
 
 LIB_SRC  := $(wildcard src/util/*.c src/blk/*.c src/cache/*.c src/core/*.c)
@@ -93,7 +98,8 @@ bench: all
 # `make install PREFIX=/usr/local DESTDIR=` puts f2fuse in $(BINDIR) (where mount.fuse3 finds
 # it for `mount -t fuse.f2fuse` and fstab lines: /bin/sh's default PATH), f2fuse(8) in
 # $(MANDIR)/man8, and libf2fuse.a, f2fuse.h and f2fuse.pc for `pkg-config --cflags --libs
-# f2fuse`.  The library is static: its one dependency (liburing) comes in through Requires.
+# f2fuse`.  The library is static: liburing and libblkid come in through Requires, libsparse
+# (no .pc file on Debian) through Libs.
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
 LIBDIR   ?= $(PREFIX)/lib
@@ -111,8 +117,8 @@ install: $(BUILD)/f2fuse $(LIB)
 	install -m 644 man/f2fuse.8 $(DESTDIR)$(MANDIR)/man8/f2fuse.8
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	    'Name: libf2fuse' 'Description: f2fs images in user space (read and write)' \
-	    'Version: $(VERSION)' 'Requires: liburing' \
-	    'Libs: -L$${libdir} -lf2fuse -lpthread' 'Cflags: -I$${includedir}' \
+	    'Version: $(VERSION)' 'Requires: liburing blkid' \
+	    'Libs: -L$${libdir} -lf2fuse $(SPARSE_LIBS) -lpthread' 'Cflags: -I$${includedir}' \
 	    >$(DESTDIR)$(PCDIR)/f2fuse.pc
 	chmod 644 $(DESTDIR)$(PCDIR)/f2fuse.pc
 

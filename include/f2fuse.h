@@ -85,6 +85,12 @@ struct f2fuse_options {
         bool sticky;
     } faults[4];
     unsigned nfaults;
+    /* Whole-disk images (option "offset=BYTES" or "partition=N|NAME"): the file system is
+     * the part of the file that starts offset bytes in (a multiple of 4096), or the
+     * partition of the file's GPT or MBR table with that number or GPT name.  Every read
+     * and write stays inside it. */
+    uint64_t offset;
+    char partition[80]; /* "" = none */
 };
 
 #define F2FUSE_MAX_FAULTS 4
@@ -308,6 +314,23 @@ struct f2fuse_info {
 };
 
 int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info);
+
+/* ---- whole-disk images ----
+ * The partitions of an image with a GPT or MBR table, for `f2fuse info` and for picking
+ * one with the partition= option. */
+struct f2fuse_partition {
+    unsigned number;      /* as in /dev/sdX<number>: what partition=N takes */
+    char name[80];        /* GPT partition name (UTF-8), "" on MBR */
+    char type[40];        /* GPT type GUID, or the MBR type as "0x83" */
+    const char *type_name; /* what the type means ("Linux filesystem"), or NULL */
+    uint64_t start, size; /* bytes */
+    bool f2fs;            /* the f2fs superblock magic is where it belongs */
+};
+
+/* Reads the partition table of image: *table_kind gets libblkid's name for it ("gpt",
+ * "dos"; "" when there is none, *count then 0), *parts an array to free().  0 or -errno. */
+int f2fuse_partitions(const char *image, char *table_kind, size_t kind_len,
+                      struct f2fuse_partition **parts, unsigned *count);
 
 /* Reports progress of a long operation: done out of total (units of the operation);
  * return non-zero to stop it early (the operation then returns -EINTR, having left the

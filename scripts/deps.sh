@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config libfuse3-dev fuse3 liburing-dev f2fs-tools fio util-linux
       python3 clang
+      libblkid-dev android-libsparse-dev   # partition tables and content probes; sparse images
+      android-sdk-libsparse-utils fdisk squashfs-tools # tests: img2simg, sfdisk, mksquashfs
       python3-matplotlib fuse2fs) # PNG plots (writeback, gc, fio); bench/fio's FUSE ext4 reference
 missing=()
 for p in "${pkgs[@]}"; do

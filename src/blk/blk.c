@@ -15,6 +15,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "blk/blk_sparse.h"
 #include "util/log.h"
 
 static bool is_aligned(uint64_t v)
@@ -214,8 +215,8 @@ static int pc_io(struct blk_dev *dev, bool write, uint8_t *buf, uint64_t off, ui
     uint64_t done = 0;
     while (done < len) {
         uint64_t want = len - done > BLK_MAX_XFER ? BLK_MAX_XFER : len - done;
-        ssize_t r = write ? pwrite(dev->fd, buf + done, want, (off_t)(off + done))
-                          : pread(dev->fd, buf + done, want, (off_t)(off + done));
+        ssize_t r = write ? pwrite(dev->fd, buf + done, want, blk_file_pos(dev, off + done))
+                          : pread(dev->fd, buf + done, want, blk_file_pos(dev, off + done));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -711,8 +712,13 @@ static int64_t admission(struct blk_dev *dev, const struct blk_req *req)
         return -EROFS;
     if (req->len == 0)
         return 0;
-    if (req->op == BLK_READ)
-        return req->off >= dev->size ? 0 : 1; /* crossing the end gives a short count */
+    if (req->op == BLK_READ) {
+        if (req->off >= dev->size)
+            return 0;
+        /* crossing the end gives a short count, except in a window: the file goes on, and
+         * the bytes after the window are not the device's */
+        return dev->windowed && req->off + req->len > dev->size ? -EIO : 1;
+    }
     return req->off + req->len > dev->size ? -EIO : 1;
 }
 
@@ -898,6 +904,30 @@ const char *blk_backend_name(const struct blk_dev *dev)
     return dev->ops->name;
 }
 
+uint64_t blk_window_start(const struct blk_dev *dev)
+{
+    return dev->window_start;
+}
+
+bool blk_is_sparse(const struct blk_dev *dev)
+{
+    return dev->ops == &blk_sparse_ops;
+}
+
+/* Whether the file starts with the Android sparse image magic (read on a descriptor of its
+ * own: the device's may be O_DIRECT, which refuses a 4-byte read). */
+static bool file_is_sparse(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    uint8_t head[4];
+    bool sparse = pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+                  blk_sparse_magic(head, sizeof(head));
+    close(fd);
+    return sparse;
+}
+
 /* Why O_DIRECT can't serve this device, or NULL when it can. */
 static const char *direct_unusable(struct blk_dev *dev)
 {
@@ -915,7 +945,7 @@ static const char *direct_unusable(struct blk_dev *dev)
     /* some file systems accept the open but refuse the I/O */
     if (dev->size >= BLK_ALIGN) {
         void *probe = blk_alloc_buf(BLK_ALIGN);
-        ssize_t r = probe ? pread(dev->fd, probe, BLK_ALIGN, 0) : 0;
+        ssize_t r = probe ? pread(dev->fd, probe, BLK_ALIGN, blk_file_pos(dev, 0)) : 0;
         int err = errno;
         free(probe);
         if (r < 0 && err == EINVAL)
@@ -953,6 +983,7 @@ static void dev_free(struct blk_dev *dev)
 {
     if (dev->fd >= 0)
         close(dev->fd);
+    free(dev->path);
     pthread_mutex_destroy(&dev->idle_lock);
     pthread_cond_destroy(&dev->idle_cond);
     pthread_mutex_destroy(&dev->rmw_lock);
@@ -975,11 +1006,21 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
         ops = &blk_psync_ops;
     else
         return -EINVAL;
+    if (file_is_sparse(path)) {
+        if (!opts->read_only) {
+            log_err("%s is an Android sparse image, which f2fuse reads but cannot write: "
+                    "mount it read-only (-o ro), or convert it to a raw image with "
+                    "`f2fuse unsparse %s RAW` and mount that read-write", path, path);
+            return -EROFS;
+        }
+        ops = &blk_sparse_ops; /* reads map through the chunk list, never O_DIRECT */
+    }
 
     struct blk_dev *dev = calloc(1, sizeof(*dev));
     if (!dev)
         return -ENOMEM;
     dev->fd = -1;
+    dev->path = strdup(path);
     dev->read_only = opts->read_only;
     dev->queue_depth = opts->queue_depth ? opts->queue_depth : 64;
     pthread_mutex_init(&dev->idle_lock, NULL);
@@ -1006,10 +1047,29 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
     if (dev->fd < 0)
         dev->fd = open(path, mode);
     int ret = dev->fd < 0 ? -errno : device_size(dev);
+    if (!dev->path)
+        ret = -ENOMEM;
     if (ret < 0)
         goto fail;
-    if (dev->direct && (why_buffered = direct_unusable(dev)) != NULL &&
-        (ret = clear_direct(dev)) < 0)
+    if (ops == &blk_sparse_ops) {
+        /* the chunk list sets the size; the window is cut out of the expanded image */
+        dev->ops = ops;
+        ret = ops->init(dev);
+        if (ret == 0 && (ret = blk_window_apply(dev, path, opts)) < 0)
+            ops->fini(dev);
+        if (ret < 0)
+            goto fail;
+        *out = dev;
+        return 0;
+    }
+    if ((ret = blk_window_apply(dev, path, opts)) < 0)
+        goto fail;
+    if (dev->direct && dev->window_start % BLK_ALIGN)
+        why_buffered = "the partition does not start on a 4096-byte boundary, so O_DIRECT "
+                       "cannot reach its blocks";
+    if (dev->direct && !why_buffered)
+        why_buffered = direct_unusable(dev);
+    if (why_buffered && dev->direct && (ret = clear_direct(dev)) < 0)
         goto fail;
     if (why_buffered) {
         log_info("%s: %s; using the psync backend (buffered I/O)", path, why_buffered);

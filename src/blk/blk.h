@@ -97,10 +97,19 @@ struct blk_options {
     /* Experiments (blk_bwlimit.c): the device moves at most bw_limit bytes/s of reads and
      * writes (0 = unlimited), emulating a slow disk under an image on a fast one. */
     uint64_t bw_limit;
+    /* The device is a window of the file (-o offset= / -o partition=, blk_window.c): offset
+     * bytes in (a multiple of 4096, inside the file), or the partition of the file's GPT or
+     * MBR table named by its number or GPT name.  Every request stays inside the window:
+     * past its end is past the end of the device.  0 and NULL: the whole file. */
+    uint64_t offset;
+    const char *partition;
 };
 
 /* Opens path (image file or block device).  With backend "uring" the device is opened
- * O_DIRECT; where that is refused (tmpfs, ...) it falls back to psync and logs why. */
+ * O_DIRECT; where that is refused (tmpfs, ...) it falls back to psync and logs why.  An
+ * Android sparse image (blk_sparse.c) is served by the read-only sparse backend whatever
+ * the backend asked for; opening one read-write is -EROFS, with a log line saying how to
+ * convert it.  A bad window (offset, partition) is -EINVAL or -ENXIO, logged. */
 int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **out);
 void blk_close(struct blk_dev *dev);
 
@@ -122,7 +131,18 @@ int blk_flush(struct blk_dev *dev);
 int blk_discard(struct blk_dev *dev, uint64_t off, uint64_t len);
 
 uint64_t blk_size(const struct blk_dev *dev);       /* bytes */
+/* Where the device starts in the file (the window's offset; 0 without one). */
+uint64_t blk_window_start(const struct blk_dev *dev);
+/* True when the file is an Android sparse image served by the sparse backend. */
+bool blk_is_sparse(const struct blk_dev *dev);
 const char *blk_backend_name(const struct blk_dev *dev);
+
+/* What the device holds when it is not f2fs, for the message of a refused open: a file
+ * system or partition table libblkid knows (read through the window), compressed data
+ * (gzip, xz, zstd, bzip2: their magic bytes), and whether the file is a sparse image.
+ * Writes a sentence saying what it is and what to do into out and returns true; false when
+ * nothing is recognized. */
+bool blk_identify(struct blk_dev *dev, char *out, size_t len);
 
 /* 4 KiB-aligned allocation for I/O buffers; free with free(). NULL on ENOMEM. */
 void *blk_alloc_buf(size_t len);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "blk/blk.h"
 
@@ -77,10 +78,15 @@ struct bw_ticket;
 
 struct blk_dev {
     int fd;
+    char *path;       /* as opened: blk_identify.c and libblkid open it again */
     bool direct;      /* opened O_DIRECT: the backend needs aligned requests */
     bool is_blockdev; /* discard is BLKDISCARD rather than a punched hole */
     bool read_only;
-    uint64_t size;
+    uint64_t size;    /* of the device: the window's length when there is one */
+    /* The window (blk_window.c): the device begins this many bytes into the file, and the
+     * file may go on past its end.  Every backend adds window_start to device offsets. */
+    uint64_t window_start;
+    bool windowed;
     unsigned queue_depth;
     const struct blk_backend_ops *ops;
     void *backend; /* the backend's own state */
@@ -119,6 +125,18 @@ struct blk_dev {
 
 extern const struct blk_backend_ops blk_uring_ops;
 extern const struct blk_backend_ops blk_psync_ops;
+extern const struct blk_backend_ops blk_sparse_ops; /* blk_sparse.c: read-only */
+
+/* The file position of a device offset. */
+static inline off_t blk_file_pos(const struct blk_dev *dev, uint64_t off)
+{
+    return (off_t)(dev->window_start + off);
+}
+
+/* blk_window.c: narrows dev (size already known) to the window opts asks for; path is for
+ * libblkid, which reads the partition table through a descriptor of its own.  0, or -errno
+ * with a log line that says what is wrong. */
+int blk_window_apply(struct blk_dev *dev, const char *path, const struct blk_options *opts);
 
 /* Backends call this exactly once per request they were handed, with req->result set.
  * It runs the bounce path's continuation for internal requests, and for the caller's

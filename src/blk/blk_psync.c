@@ -18,8 +18,8 @@ static int64_t transfer(struct blk_dev *dev, struct blk_req *req)
         if (want > BLK_MAX_XFER)
             want = BLK_MAX_XFER;
         ssize_t r = req->op == BLK_READ
-                        ? pread(dev->fd, buf + done, want, (off_t)(req->off + done))
-                        : pwrite(dev->fd, buf + done, want, (off_t)(req->off + done));
+                        ? pread(dev->fd, buf + done, want, blk_file_pos(dev, req->off + done))
+                        : pwrite(dev->fd, buf + done, want, blk_file_pos(dev, req->off + done));
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -44,9 +44,9 @@ static int64_t execute(struct blk_dev *dev, struct blk_req *req)
         return fdatasync(dev->fd) < 0 ? -errno : 0;
     case BLK_DISCARD: {
         int ret = dev->is_blockdev
-                      ? blk_discard_blockdev(dev->fd, req->off, req->len)
+                      ? blk_discard_blockdev(dev->fd, (uint64_t)blk_file_pos(dev, req->off), req->len)
                       : (fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                   (off_t)req->off, (off_t)req->len) < 0
+                                   blk_file_pos(dev, req->off), (off_t)req->len) < 0
                              ? -errno
                              : 0);
         return ret < 0 ? ret : (int64_t)req->len;
@@ -77,8 +77,8 @@ static bool run_gathered(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
     }
     ssize_t r;
     do {
-        r = reqs[0]->op == BLK_READ ? preadv(dev->fd, iov, (int)n, (off_t)reqs[0]->off)
-                                    : pwritev(dev->fd, iov, (int)n, (off_t)reqs[0]->off);
+        r = reqs[0]->op == BLK_READ ? preadv(dev->fd, iov, (int)n, blk_file_pos(dev, reqs[0]->off))
+                                    : pwritev(dev->fd, iov, (int)n, blk_file_pos(dev, reqs[0]->off));
     } while (r < 0 && errno == EINTR);
     if (r < 0 || (uint64_t)r != total)
         return false;

@@ -131,7 +131,7 @@ static void prep_single(struct uring_state *st, struct blk_dev *dev, struct io_u
     uint64_t left = req->len - req->done_bytes;
     unsigned chunk = (unsigned)(left > BLK_MAX_XFER ? BLK_MAX_XFER : left);
     uint8_t *buf = (uint8_t *)req->buf + req->done_bytes;
-    uint64_t off = req->off + req->done_bytes;
+    uint64_t off = (uint64_t)blk_file_pos(dev, req->off + req->done_bytes);
     switch (req->op) {
     case BLK_READ:
         io_uring_prep_read(sqe, dev->fd, buf, chunk, off);
@@ -144,7 +144,7 @@ static void prep_single(struct uring_state *st, struct blk_dev *dev, struct io_u
         break;
     case BLK_DISCARD:
         io_uring_prep_fallocate(sqe, dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                (off_t)req->off, (off_t)req->len);
+                                blk_file_pos(dev, req->off), (off_t)req->len);
         break;
     default:
         break;
@@ -170,9 +170,9 @@ static bool prep_group(struct uring_state *st, struct blk_dev *dev, struct io_ur
         g->iov[i] = (struct iovec){.iov_base = reqs[i]->buf, .iov_len = reqs[i]->len};
     }
     if (reqs[0]->op == BLK_READ)
-        io_uring_prep_readv(sqe, dev->fd, g->iov, n, reqs[0]->off);
+        io_uring_prep_readv(sqe, dev->fd, g->iov, n, (uint64_t)blk_file_pos(dev, reqs[0]->off));
     else
-        io_uring_prep_writev(sqe, dev->fd, g->iov, n, reqs[0]->off);
+        io_uring_prep_writev(sqe, dev->fd, g->iov, n, (uint64_t)blk_file_pos(dev, reqs[0]->off));
     set_target(st, dev, sqe);
     g->prio_sent = set_prio(st, sqe, reqs[0]->prio);
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)g | TAG_GROUP);
@@ -243,7 +243,7 @@ static int uring_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
     for (unsigned i = 0; i < n; i++) {
         struct blk_req *r = reqs[i];
         if (r->op == BLK_DISCARD && dev->is_blockdev && !(r->flags & BLK_REQF_PRESET)) {
-            int ret = blk_discard_blockdev(dev->fd, r->off, r->len);
+            int ret = blk_discard_blockdev(dev->fd, (uint64_t)blk_file_pos(dev, r->off), r->len);
             r->flags |= BLK_REQF_PRESET;
             r->preset_result = ret < 0 ? ret : (int64_t)r->len;
         }
@@ -278,7 +278,7 @@ static int uring_submit_waited(struct blk_dev *dev, struct blk_req **reqs, unsig
     }
     uint8_t *buf = req->buf;
     while (req->op != BLK_FLUSH && (uint64_t)result < req->len) {
-        off_t at = (off_t)(req->off + (uint64_t)result);
+        off_t at = blk_file_pos(dev, req->off + (uint64_t)result);
         ssize_t r = req->op == BLK_READ ? pread(dev->fd, buf + result, req->len - (uint64_t)result, at)
                                         : pwrite(dev->fd, buf + result, req->len - (uint64_t)result, at);
         if (r < 0 && errno == EINTR)

@@ -1,4 +1,4 @@
-/* The f2fuse command: the daemon plus subcommands (walk, stat, trim, info). */
+/* The f2fuse command: the daemon plus subcommands (walk, stat, trim, info, unsparse). */
 #ifndef F2FUSE_CLI_CLI_H
 #define F2FUSE_CLI_CLI_H
 
@@ -13,5 +13,6 @@ int set_main(int argc, char **argv);  /* main.c: f2fuse set */
 int sync_main(int argc, char **argv); /* main.c: f2fuse sync */
 int trim_main(int argc, char **argv); /* trim.c */
 int info_main(int argc, char **argv); /* info.c */
+int unsparse_main(int argc, char **argv); /* unsparse.c */
 
 #endif

@@ -3,9 +3,13 @@
  * mount ended cleanly (and what a read-write mount would recover if not).  Opens the image
  * read-only: nothing is written, even to an uncleanly unmounted image. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "blk/blk_partition.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
 
@@ -177,14 +181,93 @@ static void print_text(FILE *out, const char *image, const struct f2fuse_info *i
     fprintf(out, "               empty       %8u\n", in->empty_segments);
 }
 
+/* A whole-disk image: its partitions, which hold f2fs, and how to mount one. */
+static void print_partitions(FILE *out, bool json, const char *image, const char *kind,
+                             const struct f2fuse_partition *parts, unsigned count)
+{
+    if (json) {
+        fputs("{\n  \"image\": ", out);
+        json_string(out, image);
+        fprintf(out, ",\n  \"partition_table\": \"%s\",\n  \"partitions\": [", kind);
+        for (unsigned i = 0; i < count; i++) {
+            const struct f2fuse_partition *p = &parts[i];
+            fprintf(out, "%s\n    {\"number\": %u, \"name\": ", i ? "," : "", p->number);
+            json_string(out, p->name);
+            fprintf(out, ", \"start\": %llu, \"size\": %llu, \"type\": ", U(p->start),
+                    U(p->size));
+            json_string(out, p->type);
+            fputs(", \"type_name\": ", out);
+            if (p->type_name)
+                json_string(out, p->type_name);
+            else
+                fputs("null", out);
+            fprintf(out, ", \"f2fs\": %s}", p->f2fs ? "true" : "false");
+        }
+        fputs("\n  ]\n}\n", out);
+        return;
+    }
+    fprintf(out, "image          %s: a whole disk with a %s partition table, %u partition(s)\n",
+            image, kind, count);
+    fprintf(out, "partitions     %-3s %-16s %14s %10s  %-5s %s\n", "#", "name", "start (bytes)",
+            "size", "f2fs", "type");
+    const struct f2fuse_partition *first_f2fs = NULL;
+    for (unsigned i = 0; i < count; i++) {
+        const struct f2fuse_partition *p = &parts[i];
+        char size[32];
+        progress_human(p->size, size, sizeof(size));
+        fprintf(out, "               %-3u %-16s %14llu %10s  %-5s %s%s%s%s\n", p->number,
+                p->name[0] ? p->name : "-", U(p->start), size, p->f2fs ? "yes" : "no", p->type,
+                p->type_name ? " (" : "", p->type_name ? p->type_name : "",
+                p->type_name ? ")" : "");
+        if (p->f2fs && !first_f2fs)
+            first_f2fs = p;
+    }
+    if (!first_f2fs) {
+        fprintf(out, "mount          no partition holds f2fs\n");
+        return;
+    }
+    fprintf(out, "mount          f2fuse -o partition=%u %s MOUNTPOINT", first_f2fs->number, image);
+    if (first_f2fs->name[0])
+        fprintf(out, " (or -o partition=%s)", first_f2fs->name);
+    fprintf(out, "\n               f2fuse info -o partition=%u %s  describes its file system\n",
+            first_f2fs->number, image);
+}
+
+/* Lists the partitions when image is a partitioned disk rather than f2fs itself; true when
+ * it did. */
+static bool list_partitions(bool json, const char *image)
+{
+    char kind[16];
+    struct f2fuse_partition *parts = NULL;
+    unsigned count = 0;
+    if (f2fuse_partitions(image, kind, sizeof(kind), &parts, &count) != 0 || !kind[0]) {
+        free(parts);
+        return false;
+    }
+    int fd = open(image, O_RDONLY | O_CLOEXEC);
+    bool whole_is_f2fs = fd >= 0 && blk_has_f2fs_magic(fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (!whole_is_f2fs)
+        print_partitions(stdout, json, image, kind, parts, count);
+    free(parts);
+    return !whole_is_f2fs;
+}
+
 int info_main(int argc, char **argv)
 {
-    static const char usage_line[] = "usage: f2fuse info [--json] IMAGE\n";
+    static const char usage_line[] =
+        "usage: f2fuse info [--json] [-o offset=BYTES|partition=N|NAME] IMAGE\n";
     bool json = false;
     const char *image = NULL;
+    struct f2fuse_options opts;
+    f2fuse_options_init(&opts); /* read-only */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+            if (cli_apply_options(&opts, argv[++i]))
+                return 2;
         } else if (argv[i][0] == '-' || image) {
             fputs(usage_line, stderr);
             return 2;
@@ -196,8 +279,9 @@ int info_main(int argc, char **argv)
         fputs(usage_line, stderr);
         return 2;
     }
-    struct f2fuse_options opts;
-    f2fuse_options_init(&opts); /* read-only */
+    if (!opts.offset && !opts.partition[0] && list_partitions(json, image))
+        return 0;
+    opts.read_only = true;      /* whatever -o said: info writes nothing */
     opts.backend = "psync";     /* a few reads: no io_uring set-up, no O_DIRECT needed */
     struct f2fuse *fs;
     int err = f2fuse_open(image, &opts, &fs);

@@ -117,12 +117,13 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: f2fuse [-f] [-d] [-s] [-o OPTIONS] IMAGE MOUNTPOINT   mount\n"
-            "       f2fuse info [--json] IMAGE            summary of an image, offline\n"
+            "       f2fuse info [--json] [-o offset=|partition=] IMAGE   summary of an image (or a disk's partitions), offline\n"
             "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
             "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
             "       f2fuse set MOUNTPOINT NAME=VALUE...    change tunables of a running mount\n"
             "       f2fuse sync MOUNTPOINT...              make everything written durable\n"
             "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
+            "       f2fuse unsparse [-f] SPARSE RAW        expand an Android sparse image to a raw one\n"
             "mount flags: -f foreground, -d debug (implies -f), -s single-threaded\n");
     mount_options_help(out);
     fprintf(out, "manual: man 8 f2fuse\n");
@@ -144,6 +145,8 @@ int main(int argc, char **argv)
         return sync_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "trim") == 0)
         return trim_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "unsparse") == 0)
+        return unsparse_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "info") == 0)
         return info_main(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {

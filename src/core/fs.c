@@ -43,7 +43,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
 
 const char *f2fuse_option_names(void)
 {
-    return "ro, rw, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
+    return "ro, rw, offset=BYTES, partition=N|NAME, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, checkpoint_batch_us=N, "
            "fsync=fast|checkpoint, flush_merge, noflush_merge, checkpoint_data=metadata|all, discard, nodiscard, discard_mode=block|serial|parallel, "
            "discard_max=BYTES[K|M|G], discard_qd=N, discard_idle_ms=MS, "
@@ -131,7 +131,8 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
                        strcmp(name, "cache_size") && strcmp(name, "checkpoint_interval") &&
                        strcmp(name, "fsync") && strcmp(name, "checkpoint_data") &&
                        strcmp(name, "powercut") &&
-                       strcmp(name, "powercut_seed")
+                       strcmp(name, "powercut_seed") && strcmp(name, "offset") &&
+                       strcmp(name, "partition")
                    ? -ENOENT
                    : -EINVAL;
     if (strcmp(name, "fsync") == 0) {
@@ -166,6 +167,19 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
         if (fs_parse_size(value, &n) || n < 1 || n > 4096)
             return -EINVAL;
         o->queue_depth = (unsigned)n;
+        return 0;
+    }
+    if (strcmp(name, "offset") == 0) { /* checked against the image at open */
+        uint64_t n;
+        if (fs_parse_size(value, &n))
+            return -EINVAL;
+        o->offset = n;
+        return 0;
+    }
+    if (strcmp(name, "partition") == 0) {
+        if (!value[0] || strlen(value) >= sizeof(o->partition))
+            return -EINVAL;
+        snprintf(o->partition, sizeof(o->partition), "%s", value);
         return 0;
     }
     if (strcmp(name, "checkpoint_interval") == 0) {
@@ -329,7 +343,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
                              .powercut_after = opts->powercut_after,
                              .powercut_torn = opts->powercut_torn,
                              .powercut_seed = opts->powercut_seed,
-                             .bw_limit = opts->dev_bw};
+                             .bw_limit = opts->dev_bw, .offset = opts->offset,
+                             .partition = opts->partition};
     int err = blk_open(image, &bo, &fs->dev);
     if (err) {
         log_err("cannot open %s: %s", image, strerror(-err));

@@ -115,12 +115,28 @@ int super_load(struct f2fuse *fs)
         return -ENOMEM;
     int err = blk_read(fs->dev, 0, buf, 2 * F2FS_BLKSIZE);
     if (err) {
-        log_err("cannot read the superblocks: %s", strerror(-err));
         free(buf);
+        char what[512]; /* a file too short for f2fs may still be something known */
+        if (err == -EIO && blk_size(fs->dev) < 2 * F2FS_BLKSIZE &&
+            blk_identify(fs->dev, what, sizeof(what))) {
+            log_err("%s", what);
+            return -EMEDIUMTYPE;
+        }
+        if (err == -EIO && blk_size(fs->dev) < 2 * F2FS_BLKSIZE) {
+            log_err("not an f2fs image: it is only %llu bytes, and f2fs starts with two "
+                    "4096-byte superblock blocks", (unsigned long long)blk_size(fs->dev));
+            return -EMEDIUMTYPE;
+        }
+        log_err("cannot read the superblocks: %s", strerror(-err));
         return err;
     }
     char why[2][160];
+    bool magic[2];
     int chosen = -1;
+    for (int i = 0; i < 2; i++)
+        magic[i] = le32(((const struct f2fs_super_block *)(buf + i * F2FS_BLKSIZE +
+                                                           F2FS_SUPER_OFFSET))->magic) ==
+                   F2FS_SUPER_MAGIC;
     for (int i = 0; i < 2 && chosen < 0; i++) {
         const void *copy = buf + i * F2FS_BLKSIZE + F2FS_SUPER_OFFSET;
         if (sb_valid(copy, blk_size(fs->dev), why[i], sizeof(why[i]))) {
@@ -130,6 +146,12 @@ int super_load(struct f2fuse *fs)
     }
     free(buf);
     if (chosen < 0) {
+        /* Neither copy even claims to be f2fs: say what the image is instead. */
+        char what[512];
+        if (!magic[0] && !magic[1] && blk_identify(fs->dev, what, sizeof(what))) {
+            log_err("%s", what);
+            return -EMEDIUMTYPE;
+        }
         log_err("not a valid f2fs image: superblock 0: %s; superblock 1: %s", why[0], why[1]);
         return -EUCLEAN;
     }
