@@ -34,6 +34,9 @@ struct f2fuse_options {
     unsigned checkpoint_batch_us;
     bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
     bool flush_merge;      /* concurrent fast fsyncs share device flushes (default on) */
+    /* Reads map blocks inside an inode's largest extent (i_ext) without the node, as the
+     * kernel's read extent cache (default on; the extent is kept true either way). */
+    bool extent_cache;
     /* Every checkpoint also writes every file's dirty data (checkpoint_data=all): a directory
      * fsync then makes everything durable.  Off (checkpoint_data=metadata, the default), as
      * in f2fs: regular files' data reaches the image by writeback, fsync, f2fuse_sync, the

@@ -71,7 +71,7 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
     uint32_t dnode_nid = 0;
     int err = 0;
     /* Blocks inside the inode's extent need no node (the kernel's read extent cache). */
-    bool ext = extent_usable(fs, ri, data_max_size(ii) / F2FS_BLKSIZE);
+    bool ext = fs->opts.extent_cache && extent_usable(fs, ri, data_max_size(ii) / F2FS_BLKSIZE);
     uint32_t through_ext = 0;
     for (uint32_t i = 0; i < count && !err; i++) {
         if (ext && extent_lookup(&ri->i_ext, index + i, &addrs[i])) {

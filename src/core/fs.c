@@ -36,6 +36,7 @@ void f2fuse_options_init(struct f2fuse_options *o)
     o->checkpoint_batch_us = 15000;
     o->fsync_fast = true;
     o->flush_merge = true;
+    o->extent_cache = true;
     discard_options_init(o); /* discard.c */
     writeback_options_init(o); /* writeback.c */
     gc_options_init(o);      /* gc.c */
@@ -45,7 +46,7 @@ const char *f2fuse_option_names(void)
 {
     return "ro, rw, offset=BYTES, partition=N|NAME, backend=uring|psync, queue_depth=N, cache_size=BYTES[K|M|G], "
            "checkpoint_interval=SECONDS, checkpoint_merge, nocheckpoint_merge, checkpoint_batch_us=N, "
-           "fsync=fast|checkpoint, flush_merge, noflush_merge, checkpoint_data=metadata|all, discard, nodiscard, discard_mode=block|serial|parallel, "
+           "fsync=fast|checkpoint, flush_merge, noflush_merge, extent_cache, noextent_cache, checkpoint_data=metadata|all, discard, nodiscard, discard_mode=block|serial|parallel, "
            "discard_max=BYTES[K|M|G], discard_qd=N, discard_idle_ms=MS, "
            "dirty_bytes=BYTES, dirty_ratio=PCT, dirty_background_bytes=BYTES, "
            "dirty_background_ratio=PCT, dirty_expire_ms=MS, writeback_interval_ms=MS, "
@@ -124,6 +125,12 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
         if (value)
             return -EINVAL;
         o->flush_merge = name[0] == 'f';
+        return 0;
+    }
+    if (strcmp(name, "extent_cache") == 0 || strcmp(name, "noextent_cache") == 0) {
+        if (value)
+            return -EINVAL;
+        o->extent_cache = name[0] == 'e';
         return 0;
     }
     if (!value)
