@@ -4,6 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config libfuse3-dev fuse3 liburing-dev f2fs-tools fio util-linux
       python3 clang
+      user-mode-linux kmod attr acl # test_kernel_oracle: Linux 6.1 f2fs as a process, insmod, *fattr/*facl
       python3-matplotlib fuse2fs) # PNG plots (writeback, gc, fio); bench/fio's FUSE ext4 reference
 missing=()
 for p in "${pkgs[@]}"; do
