@@ -111,6 +111,7 @@ class KernelResult:
         self.uml_rc = None
         self.out = self.console = ""
         self.timed_out = self.killed = False
+        self.crash = None
         self.secs = 0.0
         self.rundir = None
         self.log_path = None
@@ -118,9 +119,10 @@ class KernelResult:
         self.files = {}
 
     def ok(self):
-        """The mount, the script and (if done) the unmount all succeeded, no timeout."""
+        """The mount, the script and (unless crashed on purpose) the unmount all succeeded, no
+        timeout."""
         return (not self.timed_out and self.mount_rc in (0, "skipped") and self.rc == 0 and
-                self.umount_rc in (0, "skipped", None if self.killed else 0))
+                (self.crash or self.umount_rc in (0, "skipped")))
 
     def kernel_errors(self):
         """Console lines from f2fs or the kernel that look like trouble."""
@@ -229,8 +231,8 @@ def _init_script(rundir, do_mount, mount_opts, crash):
 
 
 def _keep_log(res, name):
-    base = os.path.join(os.environ.get("F2FUSE_ROOT") or os.path.join(os.path.dirname(_HERE), "..", ".."),
-                        "build", "tmp", "kernel-logs")
+    root = os.environ.get("F2FUSE_ROOT") or os.path.join(os.path.dirname(_HERE), "..", "..")
+    base = os.path.abspath(os.path.join(root, "build", "tmp", "kernel-logs"))
     try:
         os.makedirs(base, exist_ok=True)
         path = os.path.join(base, "%s-%s-%d.log" % (name, time.strftime("%Y%m%d-%H%M%S"), os.getpid()))
@@ -253,6 +255,7 @@ def kernel_run(image, script, timeout=120, mem="256M", mount=True, mount_opts=No
     hostfs) that are returned in result.files. On failure the console log is kept and its path
     printed. The timeout kills the whole process group."""
     res = KernelResult()
+    res.crash = crash
     ok, why = kernel_available()
     if not ok:
         raise RuntimeError("kernel not available: " + why)
@@ -320,8 +323,8 @@ def kernel_run(image, script, timeout=120, mem="256M", mount=True, mount_opts=No
         if os.path.exists(p):
             with open(p, "rb") as f:
                 res.files[n] = f.read()
-    if res.killed and crash == "kill":
-        good = res.mount_rc in (0, "skipped") and res.rc == 0
+    if crash:       # no unmount on purpose
+        good = not res.timed_out and res.mount_rc in (0, "skipped") and res.rc == 0
     else:
         good = res.ok()
     if not good:
