@@ -404,11 +404,11 @@ def _entry(full, rel, stack):
     return e
 
 
-def kernel_read_tree(image, timeout=120, name="read_tree", mount_opts="ro"):
+def kernel_read_tree(image, timeout=120, name="read_tree", mount_opts="ro", quiet=False):
     """(tree or None, KernelResult): the tree as the kernel shows it, from a read-only ubd."""
     script = "python3 %s --walk \"$MNT\" \"$R/tree.json\"\n" % _sh_quote(_HERE)
     res = kernel_run(image, script, timeout=timeout, mount_opts=mount_opts, readonly=True,
-                     name=name, keep_files=("tree.json",))
+                     name=name, keep_files=("tree.json",), quiet=quiet)
     if not res.ok() or "tree.json" not in res.files:
         return None, res
     return json.loads(res.files["tree.json"].decode()), res
