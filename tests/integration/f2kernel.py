@@ -15,6 +15,7 @@ Python 3 stdlib only; builds on f2test.py.
   - kernel_apply(img, ops)    runs an op list (see apply_ops) in the kernel
   - kernel_crash_after(img, ops)  the same, then the UML process group is SIGKILLed without
                               any unmount or sync: what the guest fsync'ed is in the image file
+  - KERNEL_LACKS              mkfs feature names this kernel build cannot mount
   - read_tree(dir)            the same walker on the host (an f2fuse mount, a reference dir)
   - apply_ops(root, ops)      the op interpreter (runs on the host and, via `python3 f2kernel.py
                               --apply`, in the guest), so one op list builds the kernel's tree,
@@ -29,9 +30,12 @@ How the guest is stopped and why (measured on this machine, Debian 12, UML 6.1.1
   - crash: after the script the guest fsyncs its result files on hostfs, creates a "crash" file
     and sleeps; the host sees the file and SIGKILLs the whole process group (UML runs every guest
     address space as a host child process in the same group). No unmount, no sync, no
-    checkpoint. ubd writes with pwrite() from its I/O thread and completes a guest flush only
-    after fsync() of the image file, so everything the guest fsync'ed is in the file when the
-    group dies (the host page cache is coherent; ubd's synchronous mode `ubd0s=` is not needed).
+    checkpoint. ubd's I/O thread pwrite()s a request into the image file before it completes
+    it, so what the guest fsync'ed is in the host's page cache, which every later reader of the
+    file sees: the synchronous mode `ubd0s=` (O_SYNC) only matters if the host itself crashes.
+    Measured: after the kill the fsync'ed files are only in the roll-forward chain and the
+    kernel's own recovery of a copy gives exactly the fsync'ed content (test_kernel_oracle's
+    control); reboot(RB_POWER_OFF) without sync (crash="poweroff") leaves the same state.
 """
 
 import glob
