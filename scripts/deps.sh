@@ -6,6 +6,7 @@ pkgs=(build-essential pkg-config libfuse3-dev fuse3 liburing-dev f2fs-tools fio 
       python3 clang
       libblkid-dev android-libsparse-dev   # partition tables and content probes; sparse images
       android-sdk-libsparse-utils fdisk squashfs-tools # tests: img2simg, sfdisk, mksquashfs
+      user-mode-linux kmod attr acl # test_kernel_oracle: Linux 6.1 f2fs as a process, insmod, *fattr/*facl
       python3-matplotlib fuse2fs) # PNG plots (writeback, gc, fio); bench/fio's FUSE ext4 reference
 missing=()
 for p in "${pkgs[@]}"; do
