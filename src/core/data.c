@@ -71,7 +71,8 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
     uint32_t dnode_nid = 0;
     int err = 0;
     /* Blocks inside the inode's extent need no node (the kernel's read extent cache). */
-    bool ext = fs->opts.extent_cache && extent_usable(fs, ri, data_max_size(ii) / F2FS_BLKSIZE);
+    bool ext = fs->opts.extent_cache && S_ISREG(ii->mode) &&
+               extent_usable(fs, ri, data_max_size(ii) / F2FS_BLKSIZE);
     uint32_t through_ext = 0;
     for (uint32_t i = 0; i < count && !err; i++) {
         if (ext && extent_lookup(&ri->i_ext, index + i, &addrs[i])) {
@@ -768,7 +769,9 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
         }
         *dn.addr = htole32(blkaddr);
         addrs[i] = blkaddr;
-        if (extent_assigned(&page_node(ipage)->i, &run, index, blkaddr))
+        /* Only regular files have one: a kernel drops (and so rewrites) any other's. */
+        if (S_ISREG(ii->mode) ? extent_assigned(&page_node(ipage)->i, &run, index, blkaddr)
+                              : extent_clear(&page_node(ipage)->i))
             inode_dirty = true;
     }
     dnode_put(fs, ipage, &dn);

@@ -22,9 +22,11 @@ static void extent_set(struct f2fs_inode *ri, uint64_t fofs, uint32_t blk, uint3
     ri->i_ext.len = htole32(len);
 }
 
-void extent_clear(struct f2fs_inode *ri)
+bool extent_clear(struct f2fs_inode *ri)
 {
+    bool had = ri->i_ext.len != 0;
     extent_set(ri, 0, 0, 0);
+    return had;
 }
 
 bool extent_usable(struct f2fuse *fs, const struct f2fs_inode *ri, uint64_t max_blocks)

@@ -50,7 +50,8 @@ bool extent_assigned(struct f2fs_inode *ri, struct extent_run *run, uint64_t ind
 /* Every block from first_free on was freed (truncate): the extent is cut there. */
 bool extent_truncate(struct f2fs_inode *ri, uint64_t first_free);
 
-/* Forgets the extent (its blocks are not the file's any more). */
-void extent_clear(struct f2fs_inode *ri);
+/* Forgets the extent (its blocks are not the file's any more, or the inode is not a regular
+ * file, the only kind a kernel keeps one for).  Returns true when there was one. */
+bool extent_clear(struct f2fs_inode *ri);
 
 #endif

@@ -1233,10 +1233,12 @@ def move_nat_to_journal(img, nids):
     return sorted(entries)
 
 
-def check_extents(img, chk, what=""):
+def check_extents(img, chk, what="", regular_only=False):
     """Every inode reachable from the root: its largest extent (i_ext) must be true - each
     file block inside it mapped to exactly the block it says, as a kernel reading through it
-    without the node assumes - and no inline inode may carry one.  Returns how many inodes
+    without the node assumes - and no inline inode may carry one.  regular_only: nor may a
+    directory or symlink (a kernel keeps extents of regular files only, and rewrites the
+    inode of any other that has one - even on a read-only mount).  Returns how many inodes
     had a non-empty extent and the blocks they covered."""
     with F2fsImage(img) as im:
         seen, todo, count, covered = set(), [im.root_ino], 0, 0
@@ -1253,6 +1255,8 @@ def check_extents(img, chk, what=""):
                 tag = "%sino %d extent [file %d, block %d, %d blocks]" % (what, ino, fofs, blk, length)
                 if i["inline"] & INLINE_DATA:
                     chk.fail(tag + ": an inline inode carries an extent")
+                elif regular_only and not stat.S_ISREG(i["mode"]):
+                    chk.fail(tag + ": a non-regular inode (mode %o) carries an extent" % i["mode"])
                 elif (fofs + length) * BLK > i["size"] + BLK - 1 and not i["advise"] & 0x10:  # KEEP_SIZE
                     chk.fail(tag + ": reaches past the size %d" % i["size"])
                 else:
