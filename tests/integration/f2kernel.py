@@ -21,6 +21,8 @@ Python 3 stdlib only; builds on f2test.py.
                               --apply`, in the guest), so one op list builds the kernel's tree,
                               f2fuse's tree and a reference tree on the host's own filesystem
   - compare_trees()           two read_tree() dicts, per key
+  - kernel_agrees(img, chk)   the final check of foreign-image and power-cut tests: the kernel
+                              sees the image exactly as an f2fuse read-only mount does
 
 What this kernel build lacks: CONFIG_F2FS_FS_COMPRESSION, FS_ENCRYPTION, FS_VERITY and UNICODE
 (casefold) are off. KERNEL_LACKS names those mkfs features; images with them cannot be mounted.
@@ -472,6 +474,45 @@ def compare_trees(chk, got, want, keys=("type", "mode", "uid", "gid", "size", "n
 
 # ------------------------------------------------------------------------------------------------
 # the op interpreter (host and guest)
+
+def kernel_agrees(img, chk, what, binary=None, features=None):
+    """The final-image check every foreign-image and power-cut test ends with: the kernel
+    mounts img (read-only ubd) and must see every entry exactly as an f2fuse read-only mount
+    of the same image shows it (type, mode, owner, size, links, content, symlink target,
+    xattrs, inode number), with no complaint in its log.  The test has checked f2fuse's view
+    against its own model, so this hands the model to the kernel.  Returns False when it
+    failed, None when the kernel cannot run here (or lacks one of the image's features),
+    with a log line saying why, else True."""
+    import f2test as T
+    ok, why = kernel_available()
+    lacking = [f for f in (features or ()) if f in KERNEL_LACKS]
+    if not ok or lacking:
+        _log("   kernel check of %s skipped: %s" % (what, why or "this kernel lacks %s" % lacking))
+        return None
+    before = len(chk.failures)
+    mnt = tempfile.mkdtemp(prefix="kagree-", dir=os.path.dirname(os.path.abspath(img)))
+    try:
+        with T.Mount(binary or T.F2FUSE_BIN, img, mnt, "ro", checker=chk) as m:
+            mine = read_tree(m.path)
+    finally:
+        shutil.rmtree(mnt, ignore_errors=True)
+    theirs, res = kernel_read_tree(img, name="agree")
+    if theirs is None:
+        chk.fail("%s: the kernel could not read the image (%s): %s" %
+                 (what, res.describe(), res.kernel_errors()[:6]))
+        return False
+    chk.check(not res.kernel_errors(), "%s: kernel messages while reading: %s" %
+              (what, res.kernel_errors()[:6]))
+    if "" in mine and "" in theirs:   # FUSE numbers the root 1 whatever its inode is
+        mine[""]["ino"] = theirs[""].get("ino")
+    compare_trees(chk, theirs, mine, what="%s: kernel vs f2fuse" % what,
+                  keys=("type", "mode", "uid", "gid", "size", "nlink", "sha256", "target",
+                        "xattrs", "ino"))
+    good = len(chk.failures) == before
+    _log("   kernel %s %s (%d entries, %.1fs)" % ("agrees on" if good else "DISAGREES on", what,
+                                                 len(theirs), res.secs))
+    return good
+
 
 def content(tag, length):
     """Deterministic bytes for a write op: the same on the host and in the guest."""
