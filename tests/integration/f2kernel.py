@@ -71,12 +71,14 @@ def _moddir():
 
 
 def _modules():
-    """The modules to insmod, in order (f2fs needs crc32, which is a module in this build)."""
+    """The modules to insmod, in order (f2fs needs crc32, which is a module in this build, and
+    an image with the quota feature needs the v2 quota format, a module too)."""
     d = _moddir()
     if not d:
         return []
     mods = []
-    for rel in ("crypto/crc32_generic.ko", "lib/libcrc32c.ko", "fs/f2fs/f2fs.ko"):
+    for rel in ("crypto/crc32_generic.ko", "lib/libcrc32c.ko", "fs/quota/quota_tree.ko",
+                "fs/quota/quota_v2.ko", "fs/f2fs/f2fs.ko"):
         p = os.path.join(d, rel)
         if os.path.exists(p):
             mods.append(p)
