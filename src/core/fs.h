@@ -204,9 +204,11 @@ int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool c
              struct page **out);
 int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino);
 int node_writeback(struct f2fuse *fs, uint32_t fsync_ino, bool dentry_mark);
-/* The version node footers written after the current checkpoint carry, and that
- * roll-forward recovery looks for. */
+/* The version node footers written after the current checkpoint carry; roll-forward
+ * recovery accepts a footer when node_chain_version_matches (only the low 32 bits under
+ * NOCRC_RECOVERY). */
 uint64_t node_chain_version(const struct f2fuse *fs);
+bool node_chain_version_matches(const struct f2fuse *fs, uint64_t footer_ver);
 
 /* inode.c: the decoded, immutable view of an on-disk inode that the rest of the core uses. */
 struct inode_info {
