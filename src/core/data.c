@@ -413,11 +413,24 @@ int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ip
 }
 
 /* Moves inline data into block 0 (f2fs_convert_inline_inode). */
+/* Whether the inline area holds data: DATA_EXIST, or any non-zero byte when the flag is
+ * clear (the kernel's __recover_inline_status sets the flag then, and the read path shows
+ * those bytes anyway). */
+static bool inline_has_data(const struct inode_info *ii, const uint8_t *inline_area)
+{
+    if (ii->inline_flags & F2FS_DATA_EXIST)
+        return true;
+    for (uint32_t i = 0; i < inline_data_size(ii); i++)
+        if (inline_area[i])
+            return true;
+    return false;
+}
+
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {
     uint8_t *inline_area = (uint8_t *)ipage->data + inline_data_offset(ii);
     struct f2fs_inode *ri = &page_node(ipage)->i;
-    bool has_data = ii->size && (ii->inline_flags & F2FS_DATA_EXIST);
+    bool has_data = ii->size && inline_has_data(ii, inline_area);
     ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
     extent_clear(ri); /* an inline inode has no blocks for one to describe */
     ii->inline_flags = ri->i_inline;
