@@ -238,6 +238,8 @@ uint32_t inline_data_size(const struct inode_info *ii);
 uint32_t inline_xattr_offset(const struct inode_info *ii);
 /* Recomputes the inode checksum of an inode page when the image uses them. */
 void inode_update_checksum(struct f2fuse *fs, struct page *page);
+/* i_extra_isize of a new inode on this image (the features decide, as in f2fs-tools). */
+uint16_t inode_new_extra_isize(const struct f2fuse *fs);
 
 /* data.c */
 /* Maps count file blocks from index; addrs[i] gets a block address, NULL_ADDR for holes. */
