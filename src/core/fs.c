@@ -854,6 +854,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
     fn(arg, "recovery.names", atomic_load(&fs->recovered_names));
     fn(arg, "fs.stale_tails_zeroed", atomic_load(&fs->stale_tails_zeroed));
+    fn(arg, "fs.pinned_inplace_writes", atomic_load(&fs->pinned_inplace_writes));
     fn(arg, "read.extent_hits", atomic_load(&fs->extent_hits));
     fn(arg, "read.extent_misses", atomic_load(&fs->extent_misses));
     fn(arg, "read.extent_rejected", atomic_load(&fs->extent_rejected));

@@ -129,6 +129,8 @@ struct f2fuse {
      * extents found not valid (then not read through; the first one is logged) */
     atomic_uint_fast64_t extent_hits, extent_misses, extent_rejected;
     atomic_bool extent_rejected_logged;
+    /* data.c: blocks of pinned files (PIN_FILE) rewritten at their own address */
+    atomic_uint_fast64_t pinned_inplace_writes;
     /* CLOCK_MONOTONIC ns of the last write-side request (fs_reserve): background GC and
      * online discard wait for this to be old enough */
     atomic_uint_fast64_t activity_ns;
