@@ -313,6 +313,11 @@ int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope,
     /* Flags f2fuse writes: nothing optional (no compact summaries, no nat_bits), so the
      * kernel and fsck read the pack the plain way. */
     uint32_t flags = (umount ? CP_UMOUNT_FLAG : 0) | (norphans ? CP_ORPHAN_PRESENT_FLAG : 0);
+    /* Damage met on this mount (fs_corrupt) marks the image as needing fsck, as the
+     * kernel's SBI_NEED_FSCK does: fsck.f2fs -a / -p check only such images.  Safe to
+     * write: a checkpoint is only written while no operation has failed part-way. */
+    if (atomic_load(&fs->corrupt_hits))
+        flags |= CP_FSCK_FLAG;
     cp->ckpt_flags = htole32(flags);
     cp->cp_pack_total_block_count = htole32(total);
     cp->cp_pack_start_sum = htole32(1 + orphan_blocks);

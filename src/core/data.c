@@ -414,11 +414,24 @@ int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ip
 }
 
 /* Moves inline data into block 0 (f2fs_convert_inline_inode). */
+/* Whether the inline area holds data: DATA_EXIST, or any non-zero byte when the flag is
+ * clear (the kernel's __recover_inline_status sets the flag then, and the read path shows
+ * those bytes anyway). */
+static bool inline_has_data(const struct inode_info *ii, const uint8_t *inline_area)
+{
+    if (ii->inline_flags & F2FS_DATA_EXIST)
+        return true;
+    for (uint32_t i = 0; i < inline_data_size(ii); i++)
+        if (inline_area[i])
+            return true;
+    return false;
+}
+
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {
     uint8_t *inline_area = (uint8_t *)ipage->data + inline_data_offset(ii);
     struct f2fs_inode *ri = &page_node(ipage)->i;
-    bool has_data = ii->size && (ii->inline_flags & F2FS_DATA_EXIST);
+    bool has_data = ii->size && inline_has_data(ii, inline_area);
     ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
     extent_clear(ri); /* an inline inode has no blocks for one to describe */
     ii->inline_flags = ri->i_inline;
@@ -723,7 +736,7 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
     struct node_path cur = {0};
     struct f2fs_nat_entry ne;
     struct extent_run run = {0};
-    bool have = false, inode_dirty = false;
+    bool have = false, inode_dirty = false, dn_dirty = false;
     int err = 0;
     size_t i = 0;
     for (; i < n; i++) {
@@ -748,14 +761,28 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
             err = nat_get(fs->nat, dn.nid, &ne);
             if (err)
                 break;
+            dn_dirty = false;
+        }
+        uint32_t old = le32(*dn.addr);
+        /* A pinned file's blocks keep their addresses (the kernel's in-place update for
+         * pinned files): LBAs handed out for it must stay true.  The block is valid in the
+         * checkpoint and stays so; a crash may leave old or new content in it, as with
+         * any in-place write, but no metadata changes. */
+        if ((ii->inline_flags & F2FS_PIN_FILE) && blkaddr_in_main(fs, old)) {
+            dpage->gc_cold = false;
+            addrs[i] = old;
+            atomic_fetch_add(&fs->pinned_inplace_writes, 1);
+            continue;
+        }
+        if (!dn_dirty) {
             pcache_mark_dirty(fs->cache, dn.page); /* its pointers change below */
+            dn_dirty = true;
         }
         struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
                                    .ofs_in_node = htole16((uint16_t)dn.ofs)};
         enum log_type log = S_ISDIR(ii->mode) ? LOG_HOT_DATA
                             : dpage->gc_cold  ? LOG_COLD_DATA
                                               : LOG_WARM_DATA;
-        uint32_t old = le32(*dn.addr);
         uint32_t blkaddr = 0;
         err = seg_alloc_block(fs->seg, log, &sum,
                               blkaddr_in_main(fs, old) || old == NEW_ADDR ? old : NULL_ADDR,

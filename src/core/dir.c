@@ -2,6 +2,7 @@
  * inode), looked up by name hash and listed in on-disk order. */
 #include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -24,18 +25,23 @@ static void view_block(struct dentry_view *v, void *blk)
     v->slots = NR_DENTRY_IN_BLOCK;
 }
 
-/* Inline layout: bitmap | reserved | dentries | names, sized from MAX_INLINE_DATA. */
-static void view_inline(struct dentry_view *v, const struct inode_info *dir, void *ipage)
+/* Inline layout: bitmap | reserved | dentries | names, sized from MAX_INLINE_DATA; base is
+ * the start of the inline area (in the inode page, or a copy of it). */
+static void view_inline_area(struct dentry_view *v, const struct inode_info *dir, uint8_t *base)
 {
     uint32_t area = inline_data_size(dir);
     uint32_t nr = area * 8 / ((SIZE_OF_DIR_ENTRY + F2FS_SLOT_LEN) * 8 + 1);
     uint32_t bitmap_bytes = (nr + 7) / 8;
     uint32_t reserved = area - ((SIZE_OF_DIR_ENTRY + F2FS_SLOT_LEN) * nr + bitmap_bytes);
-    uint8_t *base = (uint8_t *)ipage + inline_data_offset(dir);
     v->bitmap = base;
     v->dentry = (void *)(base + bitmap_bytes + reserved);
     v->filename = (void *)(base + bitmap_bytes + reserved + nr * SIZE_OF_DIR_ENTRY);
     v->slots = nr;
+}
+
+static void view_inline(struct dentry_view *v, const struct inode_info *dir, void *ipage)
+{
+    view_inline_area(v, dir, (uint8_t *)ipage + inline_data_offset(dir));
 }
 
 /* Dentry bitmaps are LSB-first (test_bit_le). */
@@ -376,60 +382,13 @@ static void set_size(struct inode_info *dir, struct page *dpage, uint64_t size)
     page_node(dpage)->i.i_size = htole64(size);
 }
 
-/* Moves an inline directory's entries into block 0, at the same slots
- * (f2fs_move_inline_dirents): the inline area has fewer slots than a block. */
-static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
+/* Puts an entry into the lowest level whose bucket for hash has room; a new level when none
+ * has (f2fs_add_regular_entry). */
+static int add_block_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                           const char *name, size_t len, uint32_t hash, uint32_t ino,
+                           uint8_t type)
 {
-    struct page *page;
-    int err = data_get_page(fs, dir, dpage, 0, false, &page);
-    if (err)
-        return err;
-    struct dentry_view from, to;
-    view_inline(&from, dir, dpage->data);
-    view_block(&to, page->data);
-    for (uint32_t pos = 0; pos < from.slots; pos++) {
-        if (!slot_used(&from, pos))
-            continue;
-        to.bitmap[pos >> 3] |= (uint8_t)(1u << (pos & 7));
-        to.dentry[pos] = from.dentry[pos];
-        memcpy(to.filename[pos], from.filename[pos], F2FS_SLOT_LEN);
-    }
-    pcache_mark_dirty(fs->cache, page);
-    pcache_put(fs->cache, page);
-    memset((uint8_t *)dpage->data + inline_data_offset(dir), 0, inline_data_size(dir));
-    struct f2fs_inode *ri = &page_node(dpage)->i;
-    ri->i_inline &= (uint8_t)~F2FS_INLINE_DENTRY;
-    dir->inline_flags = ri->i_inline;
-    set_size(dir, dpage, F2FS_BLKSIZE);
-    set_depth(dir, dpage, 1);
-    pcache_mark_dirty(fs->cache, dpage);
-    return 0;
-}
-
-int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
-                  size_t len, uint32_t ino, uint16_t mode)
-{
-    if (len == 0)
-        return -ENOENT;
-    if (len > F2FS_NAME_LEN)
-        return -ENAMETOOLONG;
-    uint32_t hash = dentry_hash((const uint8_t *)name, len);
     uint32_t slots = slots_for((uint32_t)len);
-    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
-        struct dentry_view v;
-        view_inline(&v, dir, dpage->data);
-        int pos = room_for(&v, slots);
-        if (pos >= 0) {
-            put_entry(&v, (uint32_t)pos, name, len, hash, ino, dir_file_type(mode));
-            pcache_mark_dirty(fs->cache, dpage);
-            return 0;
-        }
-        int err = convert_inline_dir(fs, dir, dpage);
-        if (err)
-            return err;
-    }
-    /* The lowest level whose bucket for this hash has room; a new level when none has
-     * (f2fs_add_regular_entry). */
     uint32_t depth = dir->current_depth;
     for (uint32_t level = 0;; level++) {
         if (level == depth) {
@@ -455,7 +414,7 @@ int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
                 pcache_put(fs->cache, page);
                 continue;
             }
-            put_entry(&v, (uint32_t)pos, name, len, hash, ino, dir_file_type(mode));
+            put_entry(&v, (uint32_t)pos, name, len, hash, ino, type);
             pcache_mark_dirty(fs->cache, page);
             pcache_put(fs->cache, page);
             if ((b + 1) * F2FS_BLKSIZE > dir->size)
@@ -466,6 +425,120 @@ int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
             return 0;
         }
     }
+}
+
+/* Leaves inline mode: the inline area is cleared and the flag dropped. */
+static void drop_inline_area(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
+{
+    memset((uint8_t *)dpage->data + inline_data_offset(dir), 0, inline_data_size(dir));
+    struct f2fs_inode *ri = &page_node(dpage)->i;
+    ri->i_inline &= (uint8_t)~F2FS_INLINE_DENTRY;
+    dir->inline_flags = ri->i_inline;
+    pcache_mark_dirty(fs->cache, dpage);
+}
+
+/* Moves an inline directory's entries into block 0, at the same slots
+ * (f2fs_move_inline_dirents): the inline area has fewer slots than a block.  Right only
+ * with dir_level 0, where level 0 is the one bucket of blocks 0 and 1. */
+static int move_inline_entries(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
+{
+    struct page *page;
+    int err = data_get_page(fs, dir, dpage, 0, false, &page);
+    if (err)
+        return err;
+    struct dentry_view from, to;
+    view_inline(&from, dir, dpage->data);
+    view_block(&to, page->data);
+    for (uint32_t pos = 0; pos < from.slots; pos++) {
+        if (!slot_used(&from, pos))
+            continue;
+        to.bitmap[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+        to.dentry[pos] = from.dentry[pos];
+        memcpy(to.filename[pos], from.filename[pos], F2FS_SLOT_LEN);
+    }
+    pcache_mark_dirty(fs->cache, page);
+    pcache_put(fs->cache, page);
+    drop_inline_area(fs, dir, dpage);
+    set_size(dir, dpage, F2FS_BLKSIZE);
+    set_depth(dir, dpage, 1);
+    return 0;
+}
+
+/* With dir_level d > 0, level 0 has 2^d buckets and an entry belongs in bucket
+ * hash % 2^d, so every entry is inserted again by its hash (f2fs_move_rehashed_dirents).
+ * On failure the blocks are dropped and the inline area restored. */
+static int rehash_inline_entries(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
+{
+    uint32_t area = inline_data_size(dir);
+    uint8_t *copy = fs_malloc(fs, area);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, (uint8_t *)dpage->data + inline_data_offset(dir), area);
+    uint64_t old_size = dir->size;
+    uint32_t old_depth = dir->current_depth;
+    struct dentry_view from;
+    view_inline_area(&from, dir, copy);
+    drop_inline_area(fs, dir, dpage);
+    set_size(dir, dpage, 0);
+    set_depth(dir, dpage, 0);
+    int err = 0;
+    for (uint32_t pos = 0; pos < from.slots && !err;) {
+        int slots = slot_used(&from, pos) ? entry_check(fs, dir, &from, pos) : -1;
+        if (slots <= 0) {
+            pos++;
+            continue;
+        }
+        const struct f2fs_dir_entry *de = &from.dentry[pos];
+        err = add_block_entry(fs, dir, dpage, (const char *)from.filename[pos],
+                              le16(de->name_len), le32(de->hash_code), le32(de->ino),
+                              de->file_type);
+        pos += (uint32_t)slots;
+    }
+    if (err) {
+        int undo = data_truncate(fs, dir, dpage, 0);
+        memcpy((uint8_t *)dpage->data + inline_data_offset(dir), copy, area);
+        struct f2fs_inode *ri = &page_node(dpage)->i;
+        ri->i_inline |= F2FS_INLINE_DENTRY;
+        dir->inline_flags = ri->i_inline;
+        set_size(dir, dpage, old_size);
+        set_depth(dir, dpage, old_depth);
+        pcache_mark_dirty(fs->cache, dpage);
+        if (undo)
+            err = undo;
+    }
+    free(copy);
+    return err;
+}
+
+static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
+{
+    if (dir->dir_level == 0)
+        return move_inline_entries(fs, dir, dpage);
+    return rehash_inline_entries(fs, dir, dpage);
+}
+
+int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
+                  size_t len, uint32_t ino, uint16_t mode)
+{
+    if (len == 0)
+        return -ENOENT;
+    if (len > F2FS_NAME_LEN)
+        return -ENAMETOOLONG;
+    uint32_t hash = dentry_hash((const uint8_t *)name, len);
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        struct dentry_view v;
+        view_inline(&v, dir, dpage->data);
+        int pos = room_for(&v, slots_for((uint32_t)len));
+        if (pos >= 0) {
+            put_entry(&v, (uint32_t)pos, name, len, hash, ino, dir_file_type(mode));
+            pcache_mark_dirty(fs->cache, dpage);
+            return 0;
+        }
+        int err = convert_inline_dir(fs, dir, dpage);
+        if (err)
+            return err;
+    }
+    return add_block_entry(fs, dir, dpage, name, len, hash, ino, dir_file_type(mode));
 }
 
 int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,

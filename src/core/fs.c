@@ -418,6 +418,12 @@ void f2fuse_close(struct f2fuse *fs)
             log_err("final checkpoint failed: %s; the image keeps its previous checkpoint",
                     strerror(-err));
     }
+    uint64_t damaged = fs->seg ? atomic_load(&fs->corrupt_hits) : 0;
+    if (damaged)
+        log_err("this read-write mount met %llu damaged structure(s); %s: run fsck.f2fs -f "
+                "on the image", (unsigned long long)damaged,
+                fs->write_error ? "the image keeps its last checkpoint, which does not say so"
+                                : "the checkpoint is marked as needing fsck (CP_FSCK)");
     writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     gc_destroy(fs);
@@ -876,6 +882,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
     fn(arg, "recovery.names", atomic_load(&fs->recovered_names));
     fn(arg, "fs.stale_tails_zeroed", atomic_load(&fs->stale_tails_zeroed));
+    fn(arg, "fs.pinned_inplace_writes", atomic_load(&fs->pinned_inplace_writes));
     fn(arg, "read.extent_hits", atomic_load(&fs->extent_hits));
     fn(arg, "read.extent_misses", atomic_load(&fs->extent_misses));
     fn(arg, "read.extent_rejected", atomic_load(&fs->extent_rejected));

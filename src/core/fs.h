@@ -129,6 +129,8 @@ struct f2fuse {
      * extents found not valid (then not read through; the first one is logged) */
     atomic_uint_fast64_t extent_hits, extent_misses, extent_rejected;
     atomic_bool extent_rejected_logged;
+    /* data.c: blocks of pinned files (PIN_FILE) rewritten at their own address */
+    atomic_uint_fast64_t pinned_inplace_writes;
     /* CLOCK_MONOTONIC ns of the last write-side request (fs_reserve): background GC and
      * online discard wait for this to be old enough */
     atomic_uint_fast64_t activity_ns;
@@ -204,9 +206,11 @@ int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool c
              struct page **out);
 int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino);
 int node_writeback(struct f2fuse *fs, uint32_t fsync_ino, bool dentry_mark);
-/* The version node footers written after the current checkpoint carry, and that
- * roll-forward recovery looks for. */
+/* The version node footers written after the current checkpoint carry; roll-forward
+ * recovery accepts a footer when node_chain_version_matches (only the low 32 bits under
+ * NOCRC_RECOVERY). */
 uint64_t node_chain_version(const struct f2fuse *fs);
+bool node_chain_version_matches(const struct f2fuse *fs, uint64_t footer_ver);
 
 /* inode.c: the decoded, immutable view of an on-disk inode that the rest of the core uses. */
 struct inode_info {
@@ -236,6 +240,8 @@ uint32_t inline_data_size(const struct inode_info *ii);
 uint32_t inline_xattr_offset(const struct inode_info *ii);
 /* Recomputes the inode checksum of an inode page when the image uses them. */
 void inode_update_checksum(struct f2fuse *fs, struct page *page);
+/* i_extra_isize of a new inode on this image (the features decide, as in f2fs-tools). */
+uint16_t inode_new_extra_isize(const struct f2fuse *fs);
 
 /* data.c */
 /* Maps count file blocks from index; addrs[i] gets a block address, NULL_ADDR for holes. */

@@ -36,6 +36,7 @@ struct gc_control {
 
     atomic_uint_fast64_t fg_rounds, bg_rounds, fg_segments, bg_segments;
     atomic_uint_fast64_t data_moved, node_moved, unmovable, enospc, fg_wait_ns;
+    atomic_uint_fast64_t pinned_skipped; /* data blocks of pinned files left in place */
 };
 
 static uint64_t now_ns(void)
@@ -124,6 +125,12 @@ static int move_data_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2f
     err = inode_get(fs, ino, &ipage, &ii);
     if (err) {
         ipage = NULL;
+        goto out;
+    }
+    /* A pinned file's blocks never move (the kernel's GC skips them too): the victim keeps
+     * them, is not emptied, and is skipped until it changes (seg_gc_done). */
+    if (ii.inline_flags & F2FS_PIN_FILE) {
+        atomic_fetch_add(&fs->gc->pinned_skipped, 1);
         goto out;
     }
     uint64_t index = ofs;
@@ -514,6 +521,7 @@ void gc_emit_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "gc.data_blocks_moved", dm);
     fn(arg, "gc.node_blocks_moved", nm);
     fn(arg, "gc.unmovable_segments", atomic_load(&gc->unmovable));
+    fn(arg, "gc.pinned_blocks_skipped", atomic_load(&gc->pinned_skipped));
     fn(arg, "gc.enospc", atomic_load(&gc->enospc));
     fn(arg, "gc.foreground_wait_ms", atomic_load(&gc->fg_wait_ns) / 1000000u);
     /* Blocks written to the main area per block the file system was asked to write. */

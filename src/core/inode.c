@@ -35,6 +35,24 @@ uint32_t inline_xattr_offset(const struct inode_info *ii)
     return offsetof(struct f2fs_inode, i_addr) + 4 * (DEF_ADDRS_PER_INODE - ii->xattr_addrs);
 }
 
+uint16_t inode_new_extra_isize(const struct f2fuse *fs)
+{
+    /* As mkfs/sload (calc_extra_isize): up to the last field the image's features use.
+     * The kernel writes F2FS_TOTAL_EXTRA_ATTR_SIZE, which is 36 only from 5.6 on; older
+     * kernels refuse an inode whose i_extra_isize is above their (smaller) total. */
+    uint32_t f = fs->features;
+    size_t end = offsetof(struct f2fs_inode, i_projid);
+    if (f & F2FS_FEATURE_PRJQUOTA)
+        end = offsetof(struct f2fs_inode, i_inode_checksum);
+    if (f & F2FS_FEATURE_INODE_CHKSUM)
+        end = offsetof(struct f2fs_inode, i_crtime);
+    if (f & F2FS_FEATURE_INODE_CRTIME)
+        end = offsetof(struct f2fs_inode, i_compr_blocks);
+    if (f & F2FS_FEATURE_COMPRESSION)
+        end = offsetof(struct f2fs_inode, i_compress_flag) + sizeof(uint16_t);
+    return (uint16_t)(end - offsetof(struct f2fs_inode, i_addr));
+}
+
 static uint32_t inode_checksum(struct f2fuse *fs, const struct page *page)
 {
     const uint8_t *blk = page->data;

@@ -244,7 +244,7 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_
     memcpy(ri->i_name, name, len);
     ri->i_dir_level = 0;
     /* The kernel's defaults: inline xattrs always, inline data for files and symlinks,
-     * inline dentries for directories, the largest extra attribute area. */
+     * inline dentries for directories; the extra attribute area mkfs gives the root. */
     uint8_t inl = F2FS_INLINE_XATTR;
     if (S_ISREG(mode) || S_ISLNK(mode))
         inl |= F2FS_INLINE_DATA;
@@ -252,7 +252,7 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_
         inl |= F2FS_INLINE_DENTRY;
     if (fs->features & F2FS_FEATURE_EXTRA_ATTR) {
         inl |= F2FS_EXTRA_ATTR;
-        ri->i_extra_isize = htole16(F2FS_EXTRA_ISIZE_MAX);
+        ri->i_extra_isize = htole16(inode_new_extra_isize(fs));
         if (fs->features & F2FS_FEATURE_FLEXIBLE_INLINE_XATTR)
             ri->i_inline_xattr_size = htole16(DEF_INLINE_XATTR_ADDRS);
     }

@@ -108,6 +108,16 @@ uint64_t node_chain_version(const struct f2fuse *fs)
     return ver;
 }
 
+bool node_chain_version_matches(const struct f2fuse *fs, uint64_t footer_ver)
+{
+    /* is_recoverable_dnode: fsck.f2fs rewrites a crashed image's checkpoint with
+     * NOCRC_RECOVERY (and a new CRC) so that a chain stamped with the old CRC in the high
+     * half stays recoverable; only the version's low 32 bits then count. */
+    if (le32(fs->cp->ckpt_flags) & CP_NOCRC_RECOVERY_FLAG)
+        return (uint32_t)footer_ver == (uint32_t)fs->cp_ver;
+    return footer_ver == node_chain_version(fs);
+}
+
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
              struct page **out)
 {

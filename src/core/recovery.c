@@ -1,9 +1,9 @@
 /* Roll-forward recovery (the kernel's recovery.c, f2fs_recover_fsync_data): nodes that
  * fsync wrote after the last checkpoint form a chain in the warm node log — from the
  * checkpoint's write position of that log, through each footer's next_blkaddr, for as long
- * as footers carry the checkpoint's version.  Inodes with an fsync mark in the chain are
- * replayed up to their last marked node: the inode's attributes and every data pointer
- * that differs from the checkpointed tree.  Replayed data is copied into the page cache
+ * as footers carry the checkpoint's version (node_chain_version_matches).  Inodes with an
+ * fsync mark in the chain are replayed up to their last marked node: the inode's
+ * attributes and every data pointer that differs from the checkpointed tree.  Replayed data is copied into the page cache
  * and a checkpoint then writes it out of place.
  *
  * A regular file created after the checkpoint comes back through the dentry mark on its
@@ -63,7 +63,7 @@ static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
         int err = blk_read(fs->dev, (uint64_t)blk * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
         if (err)
             return err;
-        if (le64(buf->footer.cp_ver) != node_chain_version(fs))
+        if (!node_chain_version_matches(fs, le64(buf->footer.cp_ver)))
             break;
         uint32_t flag = le32(buf->footer.flag);
         struct chain_node node = {.blkaddr = blk, .nid = le32(buf->footer.nid),
