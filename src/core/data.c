@@ -413,7 +413,6 @@ int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ip
     return 0;
 }
 
-/* Moves inline data into block 0 (f2fs_convert_inline_inode). */
 /* Whether the inline area holds data: DATA_EXIST, or any non-zero byte when the flag is
  * clear (the kernel's __recover_inline_status sets the flag then, and the read path shows
  * those bytes anyway). */
@@ -427,6 +426,7 @@ static bool inline_has_data(const struct inode_info *ii, const uint8_t *inline_a
     return false;
 }
 
+/* Moves inline data into block 0 (f2fs_convert_inline_inode). */
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {
     uint8_t *inline_area = (uint8_t *)ipage->data + inline_data_offset(ii);
