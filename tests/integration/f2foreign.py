@@ -25,7 +25,8 @@ The variants (mkfs.f2fs 1.15; every one f2fuse mounts read-write):
   s2, s4       -s 2 / -s 4: 2 / 4 segments per section (-s 4: 256 MiB and up)
   z2           -z 2: 2 sections per zone
   a0           -a 0: no heap-based allocation
-  o1, o20      -o 1 / -o 20: 1 % / 20 % overprovision (-o 1 needs 448 MiB or more)
+  o1, o20      -o 1 / -o 20: 1 % / 20 % overprovision (-o 1: mkfs needs 448 MiB, which
+               leaves 16 MiB of user space; the images here are 512 MiB at least)
 """
 
 import os
@@ -167,10 +168,10 @@ def build_tree(src, rng, variant, prefix="", nfiles=24, big_share=0.25, max_bloc
     return L
 
 
-def load(wd, variant, size_mb, rng, chk, tag="foreign", img=None, **tree_kw):
+def load(wd, variant, size_mb, rng, chk, tag="foreign", img=None, keep_src=False, **tree_kw):
     """mkfs.f2fs (variant) + build_tree + sload.f2fs into wd/<tag>.img.  The image must be
-    fsck-clean and its extents true before any test runs on it; returns Loaded (L.img), or
-    None after recording a failure."""
+    fsck-clean and its extents true before any test runs on it; returns Loaded (L.img; L.src
+    the source tree when keep_src), or None after recording a failure."""
     feats, extra = VARIANTS[variant]
     src = J(wd, tag + "-src")
     os.makedirs(src)
@@ -193,8 +194,10 @@ def load(wd, variant, size_mb, rng, chk, tag="foreign", img=None, **tree_kw):
           "%d extents over %d blocks" % (describe(variant), image_mb(variant, size_mb),
                                          len(L.files), L.bytes() / 1048576.0, len(L.dirs),
                                          len(L.symlinks), L.extents, covered))
-    import shutil
-    shutil.rmtree(src, ignore_errors=True)
+    L.src = src
+    if not keep_src:
+        import shutil
+        shutil.rmtree(src, ignore_errors=True)
     return L
 
 
