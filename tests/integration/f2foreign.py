@@ -30,6 +30,7 @@ The variants (mkfs.f2fs 1.15; every one f2fuse mounts read-write):
 """
 
 import os
+import re
 import stat
 
 import f2test as T
@@ -100,6 +101,7 @@ class Loaded:
         self.symlinks = {}   # rel -> target
         self.links = []      # [rel, rel, ...] names of one inode (hard links)
         self.img = None
+        self.prefix = ""     # the tree's own directory (renames stay below it)
         self.extents = 0     # inodes with a non-empty i_ext after sload
         self.touched = set()  # rel paths touch() changed (or removed)
 
@@ -129,6 +131,7 @@ def build_tree(src, rng, variant, prefix="", nfiles=24, big_share=0.25, max_bloc
     L = Loaded(variant)
     t = G.Tree(src, rng)
     base = prefix.strip("/")
+    L.prefix = base
     if base:
         parts = base.split("/")
         for i in range(len(parts)):
@@ -168,14 +171,26 @@ def build_tree(src, rng, variant, prefix="", nfiles=24, big_share=0.25, max_bloc
     return L
 
 
-def load(wd, variant, size_mb, rng, chk, tag="foreign", img=None, keep_src=False, **tree_kw):
+def load(wd, variant, size_mb, rng, chk, tag="foreign", img=None, keep_src=False, parts=0,
+         **tree_kw):
     """mkfs.f2fs (variant) + build_tree + sload.f2fs into wd/<tag>.img.  The image must be
     fsck-clean and its extents true before any test runs on it; returns Loaded (L.img; L.src
-    the source tree when keep_src), or None after recording a failure."""
+    the source tree when keep_src), or None after recording a failure.  parts=N: N trees,
+    under <prefix>/w0 .. w<N-1>, returned as a list of Loaded (one per worker thread)."""
     feats, extra = VARIANTS[variant]
     src = J(wd, tag + "-src")
     os.makedirs(src)
-    L = build_tree(src, rng, variant, **tree_kw)
+    if parts:
+        prefix = tree_kw.pop("prefix", "")
+        Ls = [build_tree(src, rng, variant, prefix=J(prefix, "w%d" % k), **tree_kw)
+              for k in range(parts)]
+        L = Loaded(variant)
+        for x in Ls:
+            L.files.update(x.files)
+            L.dirs += [d for d in x.dirs if d not in L.dirs]
+            L.symlinks.update(x.symlinks)
+    else:
+        L = build_tree(src, rng, variant, **tree_kw)
     img = img or J(wd, tag + ".img")
     T.mkfs(img, image_mb(variant, size_mb), feats, extra)
     T.sload(img, src)
@@ -198,6 +213,10 @@ def load(wd, variant, size_mb, rng, chk, tag="foreign", img=None, keep_src=False
     if not keep_src:
         import shutil
         shutil.rmtree(src, ignore_errors=True)
+    if parts:
+        for x in Ls:
+            x.img, x.src, x.extents = img, src, L.extents
+        return Ls
     return L
 
 
@@ -221,11 +240,13 @@ def _write(path, off, data):
         os.close(fd)
 
 
-def touch(root, L, rng, nops=10, keep=()):
+def touch(root, L, rng, nops=10, keep=(), start=0, min_files=0):
     """Changes loaded files through the mount at root: overwrites ranges inside them (also at
     and across the extent's ends), truncates (down, and up past the end), appends, deletes and
     renames; the first five operations are one of each.  L.files follows.  keep: paths not to
-    touch.  Hard-linked names are left alone (L.links).  Returns the operations done."""
+    touch.  Hard-linked names are left alone (L.links).  start: operations done before (a
+    caller calling one at a time); min_files: no delete below that many files.  Returns the
+    operations done."""
     linked = set(p for group in L.links for p in group)
     done = []
     kinds = ["overwrite", "truncate", "append", "delete", "rename"]
@@ -233,7 +254,10 @@ def touch(root, L, rng, nops=10, keep=()):
         cand = sorted(p for p in L.files if p not in linked and p not in keep)
         if not cand:
             break
-        kind = kinds[i] if i < len(kinds) else rng.choice(kinds + ["overwrite", "overwrite"])
+        j = start + i
+        kind = kinds[j] if j < len(kinds) else rng.choice(kinds + ["overwrite", "overwrite"])
+        if kind == "delete" and len(cand) <= min_files:
+            kind = "overwrite"
         big = [p for p in cand if len(L.files[p]) > 8 * BLK]
         p = rng.choice(big if big and kind in ("overwrite", "truncate") else cand)
         cur = L.files[p]
@@ -268,10 +292,12 @@ def touch(root, L, rng, nops=10, keep=()):
             done.append("delete %s" % p)
             continue
         else:
-            new = p + "_mv%d" % i
-            if rng.random() < 0.5 and L.dirs:
-                d = rng.choice(L.dirs)
-                new = J(d, os.path.basename(p) + "_mv%d" % i)
+            name = re.sub(r"(_mv\d+)+$", "", os.path.basename(p)) + "_mv%d" % j
+            new = J(os.path.dirname(p), name)
+            own = [d for d in L.dirs if d == L.prefix or d.startswith(L.prefix + "/")] \
+                if L.prefix else L.dirs
+            if rng.random() < 0.5 and own:
+                new = J(rng.choice(own), name)
             os.rename(full, J(root, new))
             L.files[new] = L.files.pop(p)
             L.touched.update((p, new))
