@@ -265,19 +265,25 @@ class Workload:
     MAX_FILE = 2 * MiB
     MAX_HELD = 3
 
-    def __init__(self, seed, nops, kind="small", cache=None, cp_data="metadata"):
+    def __init__(self, seed, nops, kind="small", cache=None, cp_data="metadata", initial=None,
+                 foreign=None):
         self.seed, self.nops, self.kind = seed, nops, kind
         self.cache = cache      # the powercut mount's cache_size (small: pressure checkpoints)
         self.cp_data = cp_data  # the mount's checkpoint_data=: "metadata" (default) or "all"
+        # a foreign image (f2foreign): the State its loaded tree is (durable in the base
+        # image's checkpoint; inode ids below 0), and the variant's name (replay lines)
+        self.initial = initial
+        self.foreign = foreign
 
     def ops(self):
         """Yields Op objects; the caller applies each to the model (apply) before asking for the
         next one."""
         rng = random.Random("f2powercut-%s-%d" % (self.kind, self.seed))
-        self.model = State()
+        self.model = self.initial.copy() if self.initial else State()
         self.held = {}          # slot -> inode id
         self.recent = []        # paths written lately
-        self.cp_ns = {}         # the names at the last directory fsync
+        self.cp_ns = dict(self.model.ns)    # the names at the last directory fsync
+        self.loaded_dirs = len(self.model.dirs()) - 1
         self.next_slot = 0
         self.counter = 100      # above the setup's names
         # Two directories, three files, a checkpoint (so that the files' fsyncs go fast), and
@@ -294,6 +300,9 @@ class Workload:
                 op = Op(total, "hold", slot=self.next_slot, path=path, ino=self.model.ns[path])
             else:
                 op = Op(total, kind, path=path)
+            yield op
+            total += 1
+        for op in self._touch_loaded(rng, total):
             yield op
             total += 1
         names = [k for k, w in self.WEIGHTS]
@@ -313,6 +322,39 @@ class Workload:
                 op = Op(total, "sleep0")
             yield op
             total += 1
+
+    def _touch_loaded(self, rng, total):
+        """Foreign images: operations on the loaded files first (inside their extents), each
+        fsync'ed: an overwrite inside the largest, one across a block boundary, a truncate
+        down, an append, a rename and an unlink (the random operations pick them later too)."""
+        if not self.initial:
+            return
+        loaded = sorted((p for p, v in self.initial.ns.items() if v != DIR),
+                        key=lambda p: (-len(self.initial.data[self.initial.ns[p]]), p))
+        if len(loaded) < 6:
+            return
+        plan = [("write", loaded[0]), ("write", loaded[1]), ("truncate", loaded[2]),
+                ("append", loaded[3]), ("rename", loaded[4]), ("unlink", loaded[5])]
+        for kind, p in plan:
+            m = self.model
+            size = len(m.data[m.ns[p]])
+            if kind == "write":
+                n = rng.choice([4096, 3 * 4096 + 17, 40 * KiB])
+                off = rng.randrange(0, max(1, size - n)) if size > n else 0
+                op = Op(total, kind, path=p, off=off, data=rng.randbytes(n))
+            elif kind == "truncate":
+                op = Op(total, kind, path=p, size=rng.randrange(0, max(1, size)))
+            elif kind == "append":
+                op = Op(total, kind, path=p, off=size, data=rng.randbytes(rng.randint(1, 9000)))
+            elif kind == "rename":
+                op = Op(total, kind, src=p, dst=J(os.path.dirname(p), self._name("mv")))
+            else:
+                op = Op(total, kind, path=p)
+            yield op
+            total += 1
+            if kind in ("write", "truncate", "append"):
+                yield Op(total, "fsync", path=p)
+                total += 1
 
     def _name(self, prefix):
         self.counter += 1
@@ -346,7 +388,7 @@ class Workload:
             data = b"" if rng.random() < 0.1 else rng.randbytes(self._len(rng))
             return Op(idx, kind, path=J(d, self._name("f")) if d else self._name("f"), data=data)
         if kind == "mkdir":
-            if len(dirs) > 6:
+            if len(dirs) > 6 + self.loaded_dirs:
                 return None
             d = rng.choice(dirs)
             return Op(idx, kind, path=J(d, self._name("d")) if d else self._name("d"))
@@ -673,8 +715,9 @@ class Record:
     """What the run learned: the durable checkpoint candidates (d_alts), the durable fast fsyncs
     since (fast: inode -> content), and where the cut fell."""
 
-    def __init__(self):
-        self.d_alts = [("", State())]   # (label, state): the base image, nothing of ours
+    def __init__(self, initial=None):
+        # (label, state): the base image: nothing of ours, or a foreign image's loaded tree
+        self.d_alts = [("", initial.copy() if initial else State())]
         self.cut_partials = []
         self.d_op = None            # the operation whose checkpoint is the last durable one
         self.fast = {}
@@ -694,6 +737,9 @@ class Record:
         self.odd = []               # unexpected things (device writes outside checkpoints...)
         self.versions = {}          # inode -> {block index: set of 4 KiB contents it ever had}
         self.exact = {}             # inode -> content an fsync made durable, no write since
+        if initial:                 # the loaded files: durable in the base image, exactly
+            self.note_versions(None, initial)
+            self.exact.update(initial.data)
 
     def note_versions(self, pre, post):
         """Remembers the blocks of every file whose content differs between pre and post."""
@@ -1059,12 +1105,21 @@ def fsck_cut_image(img):
     return clean, rc, out, odd or T.fsck_odd_lines(out, 10)
 
 
+def check_extents(img, fail, where):
+    """Every inode's largest extent (i_ext) true after a mount wrote the image."""
+    sub = T.Checker(limit=0)
+    T.check_extents(img, sub, where + ": ")
+    for f in sub.failures[:5]:
+        fail("extent not true " + f)
+
+
 def replay_cmd(wl, cut, torn_seed):
     me = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_powercut"),
                          T.ROOT)
-    return "F2FUSE_SEED=%d %s --workload %s --ops %d%s%s --cut %d%s" % (
+    return "F2FUSE_SEED=%d %s --workload %s --ops %d%s%s%s --cut %d%s" % (
         wl.seed, me, wl.kind, wl.nops, " --cache-size %s" % wl.cache if wl.cache else "",
-        " --checkpoint-data all" if wl.cp_data == "all" else "", cut,
+        " --checkpoint-data all" if wl.cp_data == "all" else "",
+        " --foreign %s" % wl.foreign if wl.foreign else "", cut,
         " --torn-seed %d" % torn_seed if torn_seed is not None else "")
 
 
@@ -1157,7 +1212,7 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
     chk.context = "%s seed %d %s" % (wl.kind, wl.seed, label)
     replay = None if learn else replay_cmd(wl, cut, torn_seed)
     nfail0 = len(chk.failures)
-    rec = Record()
+    rec = Record(wl.initial)
     holder["rec"] = rec
 
     def fail(msg):
@@ -1298,6 +1353,7 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
     if not clean:
         fail("fsck.f2fs after the recovery mount is not clean (exit %s):\n    %s" %
              (rc, "\n    ".join(T.fsck_odd_lines(out, 10))))
+    check_extents(img, fail, "after the recovery mount")
     try:
         with T.Mount(T.F2FUSE_BIN, img, J(wd, "cmnt"), "rw", checker=chk,
                      timeout=MOUNT_TIMEOUT) as m:
@@ -1323,6 +1379,7 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
     if not clean:
         fail("fsck.f2fs after the second mount is not clean (exit %s):\n    %s" %
              (rc, "\n    ".join(T.fsck_odd_lines(out, 10))))
+    check_extents(img, fail, "after the second mount")
     ok = len(chk.failures) == nfail0
     if not learn:
         tot.cuts += 1
