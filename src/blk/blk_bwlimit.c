@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "blk/blk_internal.h"
+#include "util/clock.h"
 
 #define BW_AGING_NS 250000000ull /* 250 ms */
 /* The idle class is served only once the device has had no other I/O for this long (as
@@ -24,13 +25,6 @@ struct bw_ticket {
     struct bw_ticket *next;
     uint64_t queued_ns;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static unsigned class_rank(enum blk_prio prio)
 {
@@ -107,7 +101,7 @@ void blk_bwlimit_wait(struct blk_dev *dev, struct blk_req *const *reqs, unsigned
     }
     if (!bytes)
         return;
-    uint64_t start = now_ns(), service = 0;
+    uint64_t start = clock_mono_ns(), service = 0;
     struct bw_ticket me = {.queued_ns = start};
     pthread_mutex_lock(&dev->bw_lock);
     struct bw_ticket **tail = &dev->bw_queue[c];
@@ -119,7 +113,7 @@ void blk_bwlimit_wait(struct blk_dev *dev, struct blk_req *const *reqs, unsigned
      * queue between slices: a more urgent batch gets in at the next slice boundary, as
      * the requests of a large write are split and scheduled on a real device. */
     while (bytes) {
-        uint64_t bw = atomic_load(&dev->bw_limit), now = now_ns();
+        uint64_t bw = atomic_load(&dev->bw_limit), now = clock_mono_ns();
         if (!bw)
             break;
         if (dev->bw_busy_until_ns > now || bw_next(dev, now) != &me) {
@@ -145,7 +139,7 @@ void blk_bwlimit_wait(struct blk_dev *dev, struct blk_req *const *reqs, unsigned
     bw_dequeue(dev, c, &me);
     pthread_cond_broadcast(&dev->bw_cond);
     pthread_mutex_unlock(&dev->bw_lock);
-    uint64_t took = now_ns() - start;
+    uint64_t took = clock_mono_ns() - start;
     atomic_fetch_add(&dev->bw_wait_ns, took);
     atomic_fetch_add(&dev->bw_class_wait_ns[c], took > service ? took - service : 0);
 }

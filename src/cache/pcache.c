@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include "util/clock.h"
 
 #define PAGE_BYTES 4096u
 #define MIN_PAGES 64u
@@ -432,9 +433,7 @@ void pcache_put(struct pcache *c, struct page *p)
 static void mark_dirty_locked(struct pcache *c, struct page *p)
 {
     if (!p->dirty) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        p->dirtied_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        p->dirtied_ns = clock_mono_ns();
         p->dirty = true;
         list_unlink(p);
         list_add_tail(&c->dirty[p->space], p);

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "core/fs.h"
+#include "util/clock.h"
 
 struct cp_request {
     struct cp_request *next;
@@ -30,13 +31,6 @@ struct cp_request {
     int result;
     bool done;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* Writes one checkpoint with its I/O at prio; the caller holds no lock. */
 static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scope)
@@ -79,7 +73,7 @@ int checkpoint_merge_option_set(struct f2fuse_options *o, const char *name, cons
     if (strcmp(name, "checkpoint_batch_us") != 0)
         return -ENOENT;
     uint64_t n;
-    if (!value || fs_parse_size(value, &n) || n > 1000000)
+    if (!value || parse_size(value, &n) || n > 1000000)
         return -EINVAL;
     o->checkpoint_batch_us = (unsigned)n;
     return 0;
@@ -140,7 +134,7 @@ static void batch_wait(struct f2fuse *fs, struct cp_control *cc)
     /* A caller served up to this long ago counts as active: it is thinking between
      * requests (a create, a write) rather than gone. */
     uint64_t horizon = 2 * window + 2000000;
-    uint64_t deadline = cc->head->queued_ns + window, start = now_ns(), now = start;
+    uint64_t deadline = cc->head->queued_ns + window, start = clock_mono_ns(), now = start;
     unsigned before = queued(cc);
     bool waited = false;
     while (!cc->stopping && now < deadline && caller_expected(cc, now, horizon)) {
@@ -148,7 +142,7 @@ static void batch_wait(struct f2fuse *fs, struct cp_control *cc)
                                  .tv_nsec = (long)(deadline % 1000000000u)};
         waited = true;
         pthread_cond_timedwait(&cc->wake, &cc->lock, &until);
-        now = now_ns();
+        now = clock_mono_ns();
     }
     if (waited) {
         cc->batch_waits++;
@@ -176,11 +170,11 @@ static void *merge_thread(void *arg)
                 scope = CP_ALL_DATA;
         pthread_mutex_unlock(&cc->lock);
 
-        uint64_t started = now_ns();
+        uint64_t started = clock_mono_ns();
         int result = checkpoint_run(fs, BLK_PRIO_HIGH, scope);
 
         pthread_mutex_lock(&cc->lock);
-        uint64_t served = 0, done_ns = now_ns(), took = done_ns - started;
+        uint64_t served = 0, done_ns = clock_mono_ns(), took = done_ns - started;
         cc->cp_avg_ns = cc->cp_avg_ns ? (7 * cc->cp_avg_ns + took) / 8 : took;
         for (struct cp_request *r = batch, *next; r; r = next) {
             next = r->next; /* r lives on its requester's stack: read next first */
@@ -212,7 +206,7 @@ int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid,
         return 0;
     struct cp_control *cc = &fs->cpc;
     if (!cc->running) {
-        uint64_t start = now_ns();
+        uint64_t start = clock_mono_ns();
         int err = checkpoint_run(fs, prio, scope); /* the baseline: the requester's priority */
         pthread_mutex_lock(&cc->lock);
         cc->requests++;
@@ -220,11 +214,11 @@ int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid,
         cc->served_total++;
         if (cc->served_max < 1)
             cc->served_max = 1;
-        record_wait(cc, now_ns() - start);
+        record_wait(cc, clock_mono_ns() - start);
         pthread_mutex_unlock(&cc->lock);
         return err;
     }
-    struct cp_request req = {.queued_ns = now_ns(), .tid = tid, .scope = scope};
+    struct cp_request req = {.queued_ns = clock_mono_ns(), .tid = tid, .scope = scope};
     pthread_mutex_lock(&cc->lock);
     cc->requests++;
     note_caller(cc, tid, req.queued_ns);

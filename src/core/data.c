@@ -9,6 +9,7 @@
 
 #include "core/extent.h"
 #include "core/fs.h"
+#include "util/clock.h"
 
 static uint64_t data_key(uint32_t ino, uint64_t index);
 
@@ -851,10 +852,10 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
             }
         }
         if (!err) {
-            uint64_t t0 = writeback_clock_ns();
+            uint64_t t0 = clock_mono_ns();
             err = blk_submit_wait(fs->dev, rp, (unsigned)nreq);
             if (!err) /* the bandwidth estimate learns from every data writeback */
-                writeback_account(fs, nreq * (uint64_t)F2FS_BLKSIZE, writeback_clock_ns() - t0);
+                writeback_account(fs, nreq * (uint64_t)F2FS_BLKSIZE, clock_mono_ns() - t0);
         }
         if (!err)
             pcache_mark_clean_many(fs->cache, pages, addrs, n);

@@ -42,6 +42,7 @@
 #include <time.h>
 
 #include "core/fs.h"
+#include "util/clock.h"
 
 #define SEG_BLKS F2FS_BLOCKS_PER_SEG
 #define SEG_WORDS (SEG_BLKS / 64)
@@ -103,7 +104,7 @@ struct discard_control {
     pthread_mutex_t issue_lock;
     pthread_t thread;
     bool thread_running, stopping;
-    struct timespec drain_until;
+    uint64_t drain_until_ns;
     uint64_t idle_ns;                         /* discard_idle_ms */
     const atomic_uint_fast64_t *activity_ns; /* the mount's last write (NULL: no waiting) */
     uint64_t deferred_since;                  /* when the thread first held work back */
@@ -154,7 +155,7 @@ int discard_option_set(struct f2fuse_options *o, const char *name, const char *v
         return 0;
     }
     uint64_t n;
-    if (fs_parse_size(value, &n))
+    if (parse_size(value, &n))
         return -EINVAL;
     if (idle) {
         if (n > 60000)
@@ -694,13 +695,6 @@ void discard_free(struct discard_control *dc)
     free(dc);
 }
 
-static bool past(const struct timespec *t)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
-}
-
 static void drop_pending_locked(struct discard_control *dc)
 {
     for (uint32_t s = 0; s < dc->main_segs; s++) {
@@ -716,21 +710,10 @@ static void drop_pending_locked(struct discard_control *dc)
 /* Online discard: issues the runs of ONLINE_MIN_BLOCKS or more that checkpoints queue, in
  * rounds, each time a checkpoint queued something; once told to stop, everything left, until
  * the drain deadline. */
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* Sleeps on dc->wake (new work, stop) for at most ns.  Called with dc->lock held. */
 static void wait_ns(struct discard_control *dc, uint64_t ns)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t t = (uint64_t)until.tv_nsec + ns % 1000000000ull;
-    until.tv_sec += (time_t)(ns / 1000000000ull + t / 1000000000ull);
-    until.tv_nsec = (long)(t % 1000000000ull);
+    struct timespec until = clock_deadline(CLOCK_REALTIME, ns);
     pthread_cond_timedwait(&dc->wake, &dc->lock, &until);
 }
 
@@ -746,14 +729,14 @@ static void *discard_thread(void *arg)
         if (!atomic_load(&dc->online) || !dc->pending_blocks)
             break; /* stopping with nothing (more) to do */
         bool draining = dc->stopping;
-        if (draining && past(&dc->drain_until)) {
+        if (draining && clock_mono_ns() >= dc->drain_until_ns) {
             drop_pending_locked(dc);
             break;
         }
         unsigned round = ROUND_RANGES;
         if (!draining && dc->idle_ns && dc->activity_ns) {
             /* io-aware: short rounds, each after discard_idle_ms without writes */
-            uint64_t now = mono_ns();
+            uint64_t now = clock_mono_ns();
             uint64_t last = atomic_load_explicit(dc->activity_ns, memory_order_relaxed);
             if (!dc->deferred_since)
                 dc->deferred_since = now;
@@ -811,9 +794,9 @@ void discard_destroy(struct f2fuse *fs)
     if (dc->thread_running) {
         pthread_mutex_lock(&dc->lock);
         dc->stopping = true;
-        clock_gettime(CLOCK_MONOTONIC, &dc->drain_until);
+        dc->drain_until_ns = clock_mono_ns();
         if (!fs->write_error)
-            dc->drain_until.tv_sec += UMOUNT_DRAIN_SECONDS;
+            dc->drain_until_ns += UMOUNT_DRAIN_SECONDS * NS_PER_SEC;
         pthread_cond_signal(&dc->wake);
         pthread_mutex_unlock(&dc->lock);
         pthread_join(dc->thread, NULL);

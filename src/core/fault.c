@@ -32,7 +32,7 @@ static int parse_fault(const char *value, struct f2fuse_fault *f)
         return -EINVAL;
     f->kind = k;
     part = strtok_r(NULL, ":", &save);
-    if (!part || fs_parse_size(part, &f->nth) || f->nth == 0)
+    if (!part || parse_size(part, &f->nth) || f->nth == 0)
         return -EINVAL;
     if (k == F2FUSE_FAULT_ALLOC)
         f->err = ENOMEM;

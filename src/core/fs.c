@@ -56,26 +56,6 @@ const char *f2fuse_option_names(void)
            "fault=read|write|flush|discard|alloc:N[:ERRNO|short][:sticky]";
 }
 
-int fs_parse_size(const char *v, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || end == v || v[0] == '-')
-        return -EINVAL;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (*end || n > (UINT64_MAX >> shift))
-        return -EINVAL;
-    *out = (uint64_t)n << shift;
-    return 0;
-}
-
 int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *value)
 {
     int derr = discard_option_set(o, name, value); /* discard.c */
@@ -107,7 +87,7 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     }
     if ((strcmp(name, "powercut") == 0 || strcmp(name, "powercut_seed") == 0) && value) {
         uint64_t n;
-        if (fs_parse_size(value, &n))
+        if (parse_size(value, &n))
             return -EINVAL;
         if (name[8] == '_')
             o->powercut_seed = n;
@@ -171,14 +151,14 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     }
     if (strcmp(name, "queue_depth") == 0) {
         uint64_t n;
-        if (fs_parse_size(value, &n) || n < 1 || n > 4096)
+        if (parse_size(value, &n) || n < 1 || n > 4096)
             return -EINVAL;
         o->queue_depth = (unsigned)n;
         return 0;
     }
     if (strcmp(name, "offset") == 0) { /* checked against the image at open */
         uint64_t n;
-        if (fs_parse_size(value, &n))
+        if (parse_size(value, &n))
             return -EINVAL;
         o->offset = n;
         return 0;
@@ -191,14 +171,14 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     }
     if (strcmp(name, "checkpoint_interval") == 0) {
         uint64_t n;
-        if (fs_parse_size(value, &n) || n > 86400)
+        if (parse_size(value, &n) || n > 86400)
             return -EINVAL;
         o->checkpoint_interval = (unsigned)n;
         return 0;
     }
     if (strcmp(name, "cache_size") == 0) {
         uint64_t n;
-        if (fs_parse_size(value, &n) || n < (1u << 20))
+        if (parse_size(value, &n) || n < (1u << 20))
             return -EINVAL;
         o->cache_size = n;
         return 0;

@@ -20,7 +20,9 @@
 #include "core/segment.h"
 #include "core/writeback.h"
 #include "f2fuse.h"
+#include "util/clock.h"
 #include "util/log.h"
+#include "util/parse.h"
 
 #define INODE_LOCK_STRIPES 64
 #define CP_WAIT_BUCKETS 40 /* log2 buckets of microseconds: up to ~6 days */
@@ -357,9 +359,6 @@ void image_unlock(struct f2fuse *fs);
  * and the nodes fsync wrote after the checkpoint that a read-write mount would replay. */
 int checkpoint_pack_version(struct f2fuse *fs, unsigned index, uint64_t *version);
 int recovery_pending(struct f2fuse *fs, uint32_t *nodes);
-
-/* fs.c: a byte count with an optional K/M/G suffix (option values); 0 or -EINVAL. */
-int fs_parse_size(const char *v, uint64_t *out);
 
 /* fs.c: shared pieces of every write operation */
 int fs_writable(struct f2fuse *fs);               /* -EROFS on a read-only mount */

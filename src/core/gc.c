@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "core/fs.h"
+#include "util/clock.h"
 
 #define BLKS F2FS_BLOCKS_PER_SEG
 #define GC_MAX_VICTIMS 8          /* per round, i.e. per checkpoint */
@@ -38,13 +39,6 @@ struct gc_control {
     atomic_uint_fast64_t data_moved, node_moved, unmovable, enospc, fg_wait_ns;
     atomic_uint_fast64_t pinned_skipped; /* data blocks of pinned files left in place */
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* ---- options ---------------------------------------------------------------------------- */
 
@@ -78,7 +72,7 @@ int gc_option_set(struct f2fuse_options *o, const char *name, const char *value)
     }
     if (strcmp(name, "gc_idle_ms") == 0) {
         uint64_t n;
-        if (!value || fs_parse_size(value, &n) || n < 10 || n > 3600000)
+        if (!value || parse_size(value, &n) || n < 10 || n > 3600000)
             return -EINVAL;
         o->gc_idle_ms = (unsigned)n;
         return 0;
@@ -333,7 +327,7 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
             return err;
         return fs_room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
     }
-    uint64_t start = now_ns();
+    uint64_t start = clock_mono_ns();
     pthread_mutex_lock(&gc->lock);
     int err = 0;
     unsigned stuck = 0;
@@ -376,7 +370,7 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
     if (err == -ENOSPC)
         atomic_fetch_add(&gc->enospc, 1);
     pthread_mutex_unlock(&gc->lock);
-    atomic_fetch_add(&gc->fg_wait_ns, now_ns() - start);
+    atomic_fetch_add(&gc->fg_wait_ns, clock_mono_ns() - start);
     return err;
 }
 
@@ -384,7 +378,7 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
 
 void gc_note_activity(struct f2fuse *fs)
 {
-    atomic_store_explicit(&fs->activity_ns, now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&fs->activity_ns, clock_mono_ns(), memory_order_relaxed);
 }
 
 static void background_step(struct f2fuse *fs)
@@ -395,7 +389,7 @@ static void background_step(struct f2fuse *fs)
         return;
     uint64_t idle_ns = (uint64_t)fs->opts.gc_idle_ms * 1000000u;
     if (mode == F2FUSE_BGGC_ON &&
-        now_ns() - atomic_load_explicit(&fs->activity_ns, memory_order_relaxed) < idle_ns)
+        clock_mono_ns() - atomic_load_explicit(&fs->activity_ns, memory_order_relaxed) < idle_ns)
         return;
     if (pthread_mutex_trylock(&gc->lock))
         return; /* foreground GC is at work */

@@ -24,6 +24,7 @@
 
 #include "core/extent.h"
 #include "core/fs.h"
+#include "util/clock.h"
 
 struct chain_node {
     uint32_t blkaddr;
@@ -332,8 +333,7 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
 
     log_info("roll-forward recovery: %zu node(s) written by fsync after the last checkpoint",
              c.n);
-    struct timespec began;
-    clock_gettime(CLOCK_MONOTONIC, &began);
+    uint64_t began_ns = clock_mono_ns();
     err = hold_chain(fs, &c, last, buf);
     if (!err)
         err = seg_new_segments(fs->seg);
@@ -393,10 +393,7 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
         log_err("roll-forward recovery failed: %s", strerror(-err));
     } else {
         /* A recovery of a large image can take a while: say what it did and how long. */
-        struct timespec ended;
-        clock_gettime(CLOCK_MONOTONIC, &ended);
-        double secs = (double)(ended.tv_sec - began.tv_sec) +
-                      (double)(ended.tv_nsec - began.tv_nsec) / 1e9;
+        double secs = (double)(clock_mono_ns() - began_ns) / 1e9;
         log_info("roll-forward recovery: %llu inode(s) replayed in %.2f s",
                  (unsigned long long)atomic_load(&fs->recovered_inodes), secs);
     }

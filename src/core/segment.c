@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "core/fs.h"
+#include "util/clock.h"
 
 #define BLKS F2FS_BLOCKS_PER_SEG
 #define NO_LOG (-1)
@@ -165,18 +166,11 @@ static unsigned popcount_map(const uint8_t *map)
 
 /* ---- time ------------------------------------------------------------------------------ */
 
-static uint64_t mono_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec;
-}
-
 /* The file system's age in seconds (the kernel's get_mtime): the checkpoint's elapsed_time
  * plus the time since this mount; monotonic. */
 static uint64_t seg_now(const struct seg_manager *sm)
 {
-    return sm->elapsed_base + (mono_seconds() - sm->mono_base);
+    return sm->elapsed_base + ((clock_mono_ns() / NS_PER_SEC) - sm->mono_base);
 }
 
 /* ---- state ----------------------------------------------------------------------------- */
@@ -744,7 +738,7 @@ int seg_load(struct f2fuse *fs, struct seg_manager **out)
     sm->ssa_blkaddr = le32(sb->ssa_blkaddr);
     sm->sit_bitmap_bytes = sm->sit_copy_blocks / 8;
     sm->elapsed_base = le64(cp->elapsed_time);
-    sm->mono_base = mono_seconds();
+    sm->mono_base = (clock_mono_ns() / NS_PER_SEC);
 
     int err;
     if (sm->main_segs == 0 || sm->sit_blk_cnt > sm->sit_copy_blocks ||

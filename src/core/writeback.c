@@ -32,6 +32,7 @@
 
 #include "core/fs.h"
 #include "core/writeback_ctl.h"
+#include "util/clock.h"
 
 #define WB_MAX_CHUNK 1024u /* pages: a slot's buffer */
 #define WB_MAX_INODES 16u  /* inodes merged into one chunk */
@@ -89,13 +90,6 @@ struct wb_control {
     atomic_uint_fast64_t fast_below, fast_hard;
 };
 
-uint64_t writeback_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- options ---------------------------------------------------------------------- */
 
 void writeback_options_init(struct f2fuse_options *o)
@@ -126,7 +120,7 @@ static int parse_tunable(struct wb_tunables *t, uint64_t *dev_bw, const char *na
     if (which < 0)
         return -ENOENT;
     uint64_t n;
-    if (!value || fs_parse_size(value, &n))
+    if (!value || parse_size(value, &n))
         return -EINVAL;
     const uint64_t day_ms = 86400000ull;
     switch (which) {
@@ -346,7 +340,7 @@ static void chunk_req_done(struct blk_req *req)
         s->ioerr = err;
     if (--s->pending == 0) {
         s->io_pending = false;
-        s->completed_ns = writeback_clock_ns();
+        s->completed_ns = clock_mono_ns();
         pthread_cond_broadcast(&wb->progress);
     }
     pthread_mutex_unlock(&wb->lock);
@@ -466,7 +460,7 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
      * for the writes only before its commit (writeback_wait_io). */
     pthread_rwlock_unlock(&fs->cp_lock);
 
-    s->submitted_ns = writeback_clock_ns();
+    s->submitted_ns = clock_mono_ns();
     if (nreq) {
         int serr = blk_submit(fs->dev, s->rp, nreq);
         if (serr) { /* nothing queued, no completion will come */
@@ -592,7 +586,7 @@ static void *flusher_thread(void *arg)
     struct wb_control *wb = fs->wb;
     pthread_mutex_lock(&wb->lock);
     while (!wb->stopping) {
-        enum wb_reason r = fs->write_error ? WB_NONE : evaluate_locked(fs, writeback_clock_ns());
+        enum wb_reason r = fs->write_error ? WB_NONE : evaluate_locked(fs, clock_mono_ns());
         if (r == WB_NONE && any_slot_busy(wb, false)) {
             chunk_finish_oldest_locked(fs);
             continue;
@@ -722,7 +716,7 @@ void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
         pthread_mutex_unlock(&wb->lock);
         return;
     }
-    uint64_t t0 = writeback_clock_ns();
+    uint64_t t0 = clock_mono_ns();
     wb->limit_waits++;
     wb->waiters++;
     /* Waits for the flusher (which counts us as a reason to run) to make room; a write
@@ -734,7 +728,7 @@ void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
         dirty = dirty_bytes_now(fs);
     }
     wb->waiters--;
-    wb->limit_wait_ns += writeback_clock_ns() - t0;
+    wb->limit_wait_ns += clock_mono_ns() - t0;
     pthread_mutex_unlock(&wb->lock);
 }
 
@@ -749,7 +743,7 @@ void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes)
         ;
     if (dirty <= atomic_load_explicit(&wb->fast_below, memory_order_relaxed))
         return;
-    uint64_t now = writeback_clock_ns();
+    uint64_t now = clock_mono_ns();
     pthread_mutex_lock(&wb->lock);
     dirty = dirty_bytes_now(fs);
     if (!wb->active && evaluate_locked(fs, now) != WB_NONE)

@@ -44,7 +44,6 @@ void writeback_wait_io(struct f2fuse *fs);
 
 /* Every data writeback reports bytes written and the time the I/O took (the estimate). */
 void writeback_account(struct f2fuse *fs, uint64_t bytes, uint64_t busy_ns);
-uint64_t writeback_clock_ns(void);
 
 /* Counters and current tunables, "wb.*". */
 void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink);
