@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blk/blk_fault.h"
+#include "blk/blk_powercut.h"
 #include "core/fs.h"
 
 static const char *const kind_names[] = {"read", "write", "flush", "discard", "alloc"};
@@ -70,8 +72,14 @@ int fault_option_set(struct f2fuse_options *o, const char *name, const char *val
     return err;
 }
 
-void fault_arm(struct f2fuse *fs)
+int fault_arm(struct f2fuse *fs)
 {
+    struct blk_powercut_options pc = {.after = fs->opts.powercut_after,
+                                      .torn = fs->opts.powercut_torn,
+                                      .seed = fs->opts.powercut_seed};
+    int err = blk_powercut_arm(fs->dev, &pc);
+    if (err)
+        return err;
     static const enum blk_op ops[] = {BLK_READ, BLK_WRITE, BLK_FLUSH, BLK_DISCARD};
     for (unsigned i = 0; i < fs->opts.nfaults && i < F2FUSE_MAX_FAULTS; i++) {
         const struct f2fuse_fault *f = &fs->opts.faults[i];
@@ -87,6 +95,7 @@ void fault_arm(struct f2fuse *fs)
                  f->short_io ? "a short transfer" : strerror(f->err),
                  f->sticky ? ", and every later one too" : "");
     }
+    return 0;
 }
 
 int fs_op_result(struct f2fuse *fs, const char *op, int err)

@@ -347,9 +347,6 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_rwlockattr_destroy(&prefer_writers);
     struct blk_options bo = {.backend = opts->backend, .queue_depth = opts->queue_depth,
                              .read_only = opts->read_only,
-                             .powercut_after = opts->powercut_after,
-                             .powercut_torn = opts->powercut_torn,
-                             .powercut_seed = opts->powercut_seed,
                              .bw_limit = opts->dev_bw, .offset = opts->offset,
                              .partition = opts->partition};
     int err = blk_open(image, &bo, &fs->dev);
@@ -362,7 +359,7 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     if (!err)
         err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
-        fault_arm(fs); /* fault.c: tests only */
+        err = fault_arm(fs); /* fault.c: tests only */
     if (!err)
         err = super_load(fs);
     if (!err)

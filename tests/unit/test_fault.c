@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blk/blk_fault.h"
 #include "check.h"
 #include "core/fs.h"
 
