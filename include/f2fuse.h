@@ -47,12 +47,6 @@ struct f2fuse_options {
      * until then.  The FUSE daemon sets it: the kernel's nodeids must not be reused while
      * it holds them. */
     bool track_lookups;
-    /* Tests only: emulate a power cut at the powercut_after-th device write (0 = never):
-     * that write, every later one, and every write not yet flushed are lost; with
-     * powercut_torn, unflushed writes are lost 4 KiB block by block (PRNG powercut_seed). */
-    uint64_t powercut_after;
-    bool powercut_torn;
-    uint64_t powercut_seed;
     /* discard (see f2fuse_trim): */
     bool discard;          /* online: what each checkpoint frees is discarded after it (default) */
     unsigned discard_mode; /* F2FUSE_DISCARD_* (default parallel; the others are baselines) */
@@ -75,19 +69,6 @@ struct f2fuse_options {
     unsigned background_gc; /* F2FUSE_BGGC_*: 1 on (default), 0 off, 2 sync (src/core/gc.h) */
     unsigned gc_idle_ms;    /* background GC waits this long without writes (default 1000) */
     bool gc_ssr;            /* data fills free slots of partly valid segments near full (default) */
-    /* Tests only: fault injection (option "fault=KIND:N[:WHAT][:sticky]", repeatable up to
-     * F2FUSE_MAX_FAULTS).  The Nth request of KIND (read, write, flush, discard; alloc =
-     * page-cache allocations) after open fails with WHAT: an errno name (EIO by default,
-     * ENOSPC, ENOMEM, ...) or "short" (half the length transferred); sticky: every later
-     * one fails too.  See docs/ARCHITECTURE.md, "Faults and hostile images". */
-    struct f2fuse_fault {
-        unsigned kind; /* F2FUSE_FAULT_* */
-        uint64_t nth;
-        int err;       /* positive errno; 0 with short_io */
-        bool short_io;
-        bool sticky;
-    } faults[4];
-    unsigned nfaults;
     /* Whole-disk images (option "offset=BYTES" or "partition=N|NAME"): the file system is
      * the part of the file that starts offset bytes in (a multiple of 4096), or the
      * partition of the file's GPT or MBR table with that number or GPT name.  Every read
@@ -95,13 +76,6 @@ struct f2fuse_options {
     uint64_t offset;
     char partition[80]; /* "" = none */
 };
-
-#define F2FUSE_MAX_FAULTS 4
-#define F2FUSE_FAULT_READ 0u
-#define F2FUSE_FAULT_WRITE 1u
-#define F2FUSE_FAULT_FLUSH 2u
-#define F2FUSE_FAULT_DISCARD 3u
-#define F2FUSE_FAULT_ALLOC 4u
 
 #define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */
 #define F2FUSE_DISCARD_SERIAL 1u   /* merged ranges, one at a time */
@@ -114,7 +88,8 @@ void f2fuse_options_init(struct f2fuse_options *opts);
  * string stored for "backend" is a static one, so value need not outlive the call. */
 int f2fuse_option_set(struct f2fuse_options *opts, const char *name, const char *value);
 
-/* Lists the option names f2fuse_option_set accepts, for help and error messages. */
+/* Lists the option names f2fuse_option_set accepts, for help and error messages; those
+ * marked "(tests)" are f2fuse_test_option_set's (f2fuse_test.h). */
 const char *f2fuse_option_names(void);
 
 int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2fuse **out);

@@ -1,5 +1,5 @@
-/* Block layer, common part: open/close, request admission and accounting, fault injection,
- * the bounce path for unaligned requests, and the synchronous helpers. */
+/* Block layer, common part: open/close, request admission and accounting, the stack of
+ * test layers, the bounce path for unaligned requests, and the synchronous helpers. */
 #include "blk/blk_internal.h"
 
 #include <errno.h>
@@ -21,16 +21,6 @@
 static bool is_aligned(uint64_t v)
 {
     return (v & (BLK_ALIGN - 1)) == 0;
-}
-
-static uint64_t align_down(uint64_t v)
-{
-    return v & ~(uint64_t)(BLK_ALIGN - 1);
-}
-
-static uint64_t align_up(uint64_t v)
-{
-    return align_down(v + BLK_ALIGN - 1);
 }
 
 void *blk_alloc_buf(size_t len)
@@ -60,8 +50,7 @@ static void inflight_dec(struct blk_dev *dev)
     }
 }
 
-static void pc_write_done(struct blk_dev *dev, struct blk_req *req);
-static void pc_flush_done(struct blk_dev *dev, struct blk_req *req);
+static void layers_complete(struct blk_dev *dev, struct blk_req *req);
 
 /* Completes one of the caller's requests.  The counters are final before done() runs, so
  * a caller woken by done() reads them exact.  blk_close may then proceed, but it cannot free
@@ -69,11 +58,9 @@ static void pc_flush_done(struct blk_dev *dev, struct blk_req *req);
  * runs done() inside the caller's own blk_submit. */
 static void finish_user(struct blk_dev *dev, struct blk_req *req)
 {
-    /* before done(): the caller must not see a flush complete before it counts */
-    if (req->flags & BLK_REQF_PC_WRITE)
-        pc_write_done(dev, req);
-    else if (req->flags & BLK_REQF_PC_FLUSH)
-        pc_flush_done(dev, req);
+    /* before done(): the caller must not see a flush complete before a layer counts it */
+    if (req->flags & BLK_REQF_LAYER)
+        layers_complete(dev, req);
     enum blk_op op = req->op;
     int64_t result = req->result;
     atomic_fetch_add(&dev->stats.ops[op], 1);
@@ -118,352 +105,92 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
     emit(sink, "blk.bw_queue_ms.low", atomic_load(&dev->bw_class_wait_ns[2]) / 1000000);
     emit(sink, "blk.bw_queue_ms.idle", atomic_load(&dev->bw_class_wait_ns[3]) / 1000000);
     emit(sink, "blk.direct", dev->direct ? 1 : 0);
-    emit(sink, "blk.faults_fired", blk_faults_fired(dev));
-    emit(sink, "blk.powercut.armed", dev->pc.armed ? 1 : 0);
-    emit(sink, "blk.powercut.cut", blk_powercut_happened(dev) ? 1 : 0);
-    emit(sink, "blk.powercut.dropped_writes", atomic_load(&dev->pc.dropped));
-    emit(sink, "blk.powercut.reverted_blocks", atomic_load(&dev->pc.reverted_blocks));
-    emit(sink, "blk.powercut.undo_bytes", atomic_load(&dev->pc.undo_bytes));
+    /* every device shows the same names, so f2fuse stat's list does not depend on tests */
+    static const struct blk_layer_ops *const kinds[] = {&blk_fault_layer_ops,
+                                                        &blk_powercut_layer_ops};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        kinds[i]->emit_stats(blk_layer_find(dev, kinds[i]), emit, sink);
 }
 
-/* ---- fault injection --------------------------------------------------------------- */
+/* ---- layers ------------------------------------------------------------------------ */
 
-void blk_inject_fault_mode(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err,
-                           unsigned mode)
+static struct blk_layer *layer_top(const struct blk_dev *dev)
 {
-    if ((unsigned)op >= BLK_OP_COUNT)
-        return;
-    /* err and mode first: a submitter that sees the countdown hit zero must see them */
-    atomic_store(&dev->faults[op].err, err);
-    atomic_store(&dev->faults[op].mode, mode);
-    atomic_store(&dev->faults[op].dead, false);
-    atomic_store(&dev->faults[op].countdown, nth);
+    return atomic_load_explicit(&((struct blk_dev *)dev)->layers, memory_order_acquire);
 }
 
-void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err)
+static struct blk_layer *layer_below(const struct blk_layer *layer)
 {
-    blk_inject_fault_mode(dev, op, nth, err, 0);
+    return atomic_load_explicit(&((struct blk_layer *)layer)->below, memory_order_acquire);
 }
 
-uint64_t blk_faults_fired(const struct blk_dev *dev)
+void *blk_layer_new(struct blk_dev *dev, const struct blk_layer_ops *ops, size_t size)
 {
-    uint64_t n = 0;
-    for (int op = 0; op < BLK_OP_COUNT; op++)
-        n += atomic_load(&dev->faults[op].fired);
-    return n;
-}
-
-/* The result an injected fault gives this request: -err, a short count, or 1 when no
- * fault applies. */
-static int64_t take_fault(struct blk_dev *dev, const struct blk_req *req)
-{
-    struct blk_fault *f = &dev->faults[req->op];
-    bool fire = atomic_load(&f->dead);
-    uint64_t left = atomic_load(&f->countdown);
-    while (!fire && left) {
-        if (atomic_compare_exchange_weak(&f->countdown, &left, left - 1)) {
-            fire = left == 1;
-            break;
-        }
+    struct blk_layer *layer = calloc(1, size);
+    if (layer) {
+        layer->ops = ops;
+        layer->dev = dev;
     }
-    if (!fire)
-        return 1;
-    unsigned mode = atomic_load(&f->mode);
-    if (mode & BLK_FAULT_STICKY)
-        atomic_store(&f->dead, true);
-    atomic_fetch_add(&f->fired, 1);
-    if ((mode & BLK_FAULT_SHORT) && (req->op == BLK_READ || req->op == BLK_WRITE) && req->len)
-        return (int64_t)((req->len / 2) & ~(uint64_t)511);
-    return -atomic_load(&f->err);
+    return layer;
 }
 
-/* ---- power-cut emulation ----------------------------------------------------------- */
-
-/* The old contents of the blocks one not-yet-durable write touches. */
-struct blk_undo {
-    struct blk_undo *prev, *next; /* log order: the order writes were handed to the device */
-    uint64_t off, len;            /* block-aligned start; len stops at the end of the device */
-    bool completed;
-    uint64_t completed_seq; /* pc.completed counting this write's completion */
-    uint8_t *old;
-};
-
-static void pc_init(struct blk_dev *dev, const struct blk_options *opts)
+int blk_layer_push(struct blk_layer *layer)
 {
-    struct blk_powercut *pc = &dev->pc;
-    pthread_mutex_init(&pc->lock, NULL);
-    /* a read-only device has nothing to lose */
-    pc->armed = opts->powercut_after != 0 && !opts->read_only;
-    pc->after = opts->powercut_after;
-    pc->torn = opts->powercut_torn;
-    pc->rng = opts->powercut_seed;
-}
-
-/* splitmix64: any seed, 0 included, gives a full-quality stream */
-static uint64_t pc_random(struct blk_powercut *pc)
-{
-    uint64_t z = (pc->rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Moves a whole range with plain pread/pwrite on the device's descriptor: the undo log
- * must not go through the request machinery it is watching.  0 or -errno. */
-static int pc_io(struct blk_dev *dev, bool write, uint8_t *buf, uint64_t off, uint64_t len)
-{
-    uint64_t done = 0;
-    while (done < len) {
-        uint64_t want = len - done > BLK_MAX_XFER ? BLK_MAX_XFER : len - done;
-        ssize_t r = write ? pwrite(dev->fd, buf + done, want, blk_file_pos(dev, off + done))
-                          : pread(dev->fd, buf + done, want, blk_file_pos(dev, off + done));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return -EIO;
-        done += (uint64_t)r;
+    struct blk_dev *dev = layer->dev;
+    pthread_mutex_lock(&dev->layer_lock);
+    _Atomic(struct blk_layer *) *link = &dev->layers;
+    struct blk_layer *next;
+    int ret = blk_layer_find(dev, layer->ops) ? -EEXIST : 0;
+    while (!ret && (next = atomic_load(link)) && next->ops->depth <= layer->ops->depth)
+        link = &next->below;
+    if (!ret) {
+        /* linked below first, then published: a concurrent admission sees a whole stack */
+        atomic_store_explicit(&layer->below, atomic_load(link), memory_order_relaxed);
+        atomic_store_explicit(link, layer, memory_order_release);
     }
-    return 0;
-}
-
-static void pc_log_drop_locked(struct blk_powercut *pc, struct blk_undo *u)
-{
-    if (u->prev)
-        u->prev->next = u->next;
-    else
-        pc->log_head = u->next;
-    if (u->next)
-        u->next->prev = u->prev;
-    else
-        pc->log_tail = u->prev;
-    atomic_fetch_sub(&pc->undo_bytes, u->len);
-    free(u->old);
-    free(u);
-}
-
-/* Saves what the blocks under [off, off + len) hold now, as the newest log entry.  Runs
- * right before the write goes to the backend, so a block written twice is logged in the
- * order the device saw the writes (two overlapping writes in flight at once have no order
- * on the device either; the log then follows the order of capture). */
-static int pc_capture_locked(struct blk_dev *dev, struct blk_req *req, uint64_t off,
-                             uint64_t len)
-{
-    struct blk_powercut *pc = &dev->pc;
-    uint64_t start = align_down(off), end = align_up(off + len);
-    if (end > dev->size)
-        end = dev->size; /* psync accepts a size that is not a multiple of 4096 */
-    struct blk_undo *u = calloc(1, sizeof(*u));
-    uint8_t *old = u ? blk_alloc_buf(end - start) : NULL;
-    if (!old) {
-        free(u);
-        return -ENOMEM;
-    }
-    int ret = pc_io(dev, false, old, start, end - start);
-    if (ret < 0) {
-        free(old);
-        free(u);
-        return ret;
-    }
-    u->off = start;
-    u->len = end - start;
-    u->old = old;
-    u->prev = pc->log_tail;
-    if (pc->log_tail)
-        pc->log_tail->next = u;
-    else
-        pc->log_head = u;
-    pc->log_tail = u;
-    atomic_fetch_add(&pc->undo_bytes, u->len);
-    req->undo = u;
-    return 0;
-}
-
-static int pc_capture(struct blk_dev *dev, struct blk_req *req, uint64_t off, uint64_t len)
-{
-    pthread_mutex_lock(&dev->pc.lock);
-    int ret = pc_capture_locked(dev, req, off, len);
-    pthread_mutex_unlock(&dev->pc.lock);
+    pthread_mutex_unlock(&dev->layer_lock);
     return ret;
 }
 
-static void pc_write_back(struct blk_dev *dev, struct blk_undo *u, uint64_t first,
-                          uint64_t count)
+struct blk_layer *blk_layer_find(const struct blk_dev *dev, const struct blk_layer_ops *ops)
 {
-    uint64_t from = first * BLK_ALIGN, to = (first + count) * BLK_ALIGN;
-    if (to > u->len)
-        to = u->len;
-    int ret = pc_io(dev, true, u->old + from, u->off + from, to - from);
-    if (ret < 0)
-        log_err("power cut: undoing %llu bytes at %llu: %s", (unsigned long long)(to - from),
-                (unsigned long long)(u->off + from), strerror(-ret));
-    else
-        atomic_fetch_add(&dev->pc.reverted_blocks, count);
+    struct blk_layer *l = layer_top(dev);
+    while (l && l->ops != ops)
+        l = layer_below(l);
+    return l;
 }
 
-/* The cut proper, with no pre-cut write in flight: replays the log newest first, so a
- * block written several times ends as it was before the oldest non-durable write.  Torn:
- * each block of each entry is reverted or kept by a coin flip, drawn in log order from
- * the newest entry, so a seed always tears the same way. */
-static void pc_cut_locked(struct blk_dev *dev)
+static void layers_complete(struct blk_dev *dev, struct blk_req *req)
 {
-    struct blk_powercut *pc = &dev->pc;
-    while (pc->log_tail) {
-        struct blk_undo *u = pc->log_tail;
-        uint64_t blocks = (u->len + BLK_ALIGN - 1) / BLK_ALIGN, run = 0;
-        for (uint64_t i = 0; i < blocks; i++) {
-            bool revert = !pc->torn || (pc_random(pc) >> 63);
-            if (revert)
-                run++;
-            if (run && (!revert || i + 1 == blocks)) {
-                uint64_t end = revert ? i + 1 : i;
-                pc_write_back(dev, u, end - run, run);
-                run = 0;
-            }
-        }
-        pc_log_drop_locked(pc, u);
+    for (struct blk_layer *l = layer_top(dev); l; l = layer_below(l))
+        if (l->ops->complete)
+            l->ops->complete(l, req);
+}
+
+/* A read-modify-write's data is about to go to the backend. */
+static int layers_write_start(struct blk_dev *dev, struct blk_req *req)
+{
+    int ret = 0;
+    for (struct blk_layer *l = layer_top(dev); l && !ret; l = layer_below(l))
+        if (l->ops->write_start)
+            ret = l->ops->write_start(l, req);
+    return ret;
+}
+
+static void layers_destroy(struct blk_dev *dev)
+{
+    struct blk_layer *l = layer_top(dev);
+    while (l) {
+        struct blk_layer *next = layer_below(l);
+        l->ops->destroy(l);
+        l = next;
     }
-    atomic_store(&pc->state, BLK_PC_DONE);
-    log_info("power cut emulated at write %llu: %llu block(s) undone",
-             (unsigned long long)pc->after, (unsigned long long)atomic_load(&pc->reverted_blocks));
-}
-
-/* What a write, flush or discard gets after the cut: success, with no I/O. */
-static int64_t pc_dropped_result(const struct blk_req *req)
-{
-    return req->op == BLK_FLUSH ? 0 : (int64_t)req->len;
-}
-
-static void preset(struct blk_req *req, int64_t result)
-{
-    req->flags |= BLK_REQF_PRESET;
-    req->preset_result = result;
-}
-
-enum pc_verdict { PC_RUN, PC_PRESET, PC_PARKED };
-
-static bool needs_rmw(const struct blk_dev *dev, const struct blk_req *req);
-static int64_t admission(struct blk_dev *dev, const struct blk_req *req);
-
-/* Admission of a write, flush or discard in power-cut mode: counts writes, makes the cut,
- * logs the old contents under pre-cut writes and notes what pre-cut flushes cover.  All
- * under one lock, so no write can slip between its count and its log entry. */
-static enum pc_verdict pc_admission(struct blk_dev *dev, struct blk_req *req)
-{
-    struct blk_powercut *pc = &dev->pc;
-    pthread_mutex_lock(&pc->lock);
-    int state = atomic_load(&pc->state);
-    if (req->op == BLK_WRITE) {
-        uint64_t n = atomic_fetch_add(&pc->writes, 1) + 1;
-        if (state == BLK_PC_ARMED && n == pc->after)
-            atomic_store(&pc->state, state = BLK_PC_CUTTING);
-        if (state != BLK_PC_ARMED)
-            atomic_fetch_add(&pc->dropped, 1);
-    }
-    enum pc_verdict v = PC_PRESET;
-    if (state == BLK_PC_ARMED) {
-        int64_t verdict = admission(dev, req);
-        if (verdict == 1 && req->op == BLK_WRITE) {
-            /* a read-modify-write logs once its edges are read, right before its write */
-            int ret = needs_rmw(dev, req) ? 0 : pc_capture_locked(dev, req, req->off, req->len);
-            if (ret < 0) {
-                verdict = ret;
-            } else {
-                req->flags |= BLK_REQF_PC_WRITE;
-                pc->writes_pending++;
-            }
-        } else if (verdict == 1 && req->op == BLK_FLUSH) {
-            req->flags |= BLK_REQF_PC_FLUSH;
-            req->flush_cover = pc->completed;
-        }
-        if (verdict == 1)
-            v = PC_RUN;
-        else
-            preset(req, verdict);
-    } else if (state == BLK_PC_CUTTING && pc->writes_pending) {
-        /* finished after the undo, so whoever waits for it sees the final device */
-        req->next = NULL;
-        if (pc->parked_tail)
-            pc->parked_tail->next = req;
-        else
-            pc->parked_head = req;
-        pc->parked_tail = req;
-        v = PC_PARKED;
-    } else {
-        if (state == BLK_PC_CUTTING)
-            pc_cut_locked(dev); /* nothing in flight: nobody parked either */
-        preset(req, pc_dropped_result(req));
-    }
-    pthread_mutex_unlock(&pc->lock);
-    return v;
-}
-
-/* A pre-cut write completed: it now counts for later flushes, and when it is the last one
- * the cut was waiting for, the cut runs here (on whichever thread completes it: the uring
- * completion thread cannot wait for in-flight writes, so nobody waits). */
-static void pc_write_done(struct blk_dev *dev, struct blk_req *req)
-{
-    struct blk_powercut *pc = &dev->pc;
-    struct blk_req *parked = NULL;
-    pthread_mutex_lock(&pc->lock);
-    pc->completed++;
-    if (req->undo) {
-        req->undo->completed = true;
-        req->undo->completed_seq = pc->completed;
-        req->undo = NULL;
-    }
-    if (--pc->writes_pending == 0 && atomic_load(&pc->state) == BLK_PC_CUTTING) {
-        pc_cut_locked(dev);
-        parked = pc->parked_head;
-        pc->parked_head = pc->parked_tail = NULL;
-    }
-    pthread_mutex_unlock(&pc->lock);
-    while (parked) {
-        struct blk_req *r = parked;
-        parked = r->next; /* done() may reuse r */
-        r->next = NULL;
-        r->result = pc_dropped_result(r);
-        finish_user(dev, r);
-    }
-}
-
-/* A pre-cut flush completed: the writes that had completed when it was submitted are
- * durable, their old contents no longer needed.  After the cut power is gone, so a flush
- * completing then makes nothing durable. */
-static void pc_flush_done(struct blk_dev *dev, struct blk_req *req)
-{
-    struct blk_powercut *pc = &dev->pc;
-    if (req->result < 0)
-        return;
-    pthread_mutex_lock(&pc->lock);
-    if (atomic_load(&pc->state) == BLK_PC_ARMED) {
-        struct blk_undo *u = pc->log_head;
-        while (u) {
-            struct blk_undo *next = u->next;
-            if (u->completed && u->completed_seq <= req->flush_cover)
-                pc_log_drop_locked(pc, u);
-            u = next;
-        }
-    }
-    pthread_mutex_unlock(&pc->lock);
-}
-
-static void pc_fini(struct blk_dev *dev)
-{
-    while (dev->pc.log_head)
-        pc_log_drop_locked(&dev->pc, dev->pc.log_head);
-    pthread_mutex_destroy(&dev->pc.lock);
-}
-
-bool blk_powercut_happened(const struct blk_dev *dev)
-{
-    return atomic_load(&dev->pc.state) == BLK_PC_DONE;
+    pthread_mutex_destroy(&dev->layer_lock);
 }
 
 uint64_t blk_write_count(const struct blk_dev *dev)
 {
-    return atomic_load(&dev->pc.writes);
+    return atomic_load(&dev->stats.writes_submitted);
 }
 
 /* ---- bounce path ------------------------------------------------------------------- */
@@ -488,8 +215,8 @@ static struct blk_bounce *bounce_new(struct blk_dev *dev, struct blk_req *user)
         return NULL;
     b->dev = dev;
     b->user = user;
-    b->aoff = align_down(user->off);
-    b->alen = align_up(user->off + user->len) - b->aoff;
+    b->aoff = blk_align_down(user->off);
+    b->alen = blk_align_up(user->off + user->len) - b->aoff;
     b->buf = blk_alloc_buf(b->alen);
     if (!b->buf) {
         free(b);
@@ -600,8 +327,8 @@ static void rmw_edge_read_done(struct blk_req *io)
         return;
     }
     struct blk_req *user = b->user;
-    if (user->flags & BLK_REQF_PC_WRITE) {
-        int ret = pc_capture(b->dev, user, user->off, user->len);
+    if (user->flags & BLK_REQF_LAYER) {
+        int ret = layers_write_start(b->dev, user);
         if (ret < 0) {
             rmw_finish(b, ret);
             return;
@@ -701,9 +428,6 @@ static bool req_valid(const struct blk_req *req)
 /* Result a request gets without any I/O, or 1 when it has to run. */
 static int64_t admission(struct blk_dev *dev, const struct blk_req *req)
 {
-    int64_t fault = take_fault(dev, req);
-    if (fault != 1)
-        return fault;
     if (req->op == BLK_FLUSH)
         return 1;
     if (req->off + req->len < req->off)
@@ -722,8 +446,32 @@ static int64_t admission(struct blk_dev *dev, const struct blk_req *req)
     return req->off + req->len > dev->size ? -EIO : 1;
 }
 
+void blk_req_preset(struct blk_req *req, int64_t result)
+{
+    req->flags |= BLK_REQF_PRESET;
+    req->preset_result = result;
+}
+
+/* The verdict of the layers from l down (none: the production case), then of the
+ * device's own checks. */
+static enum blk_admit admit_from(struct blk_dev *dev, struct blk_layer *l, struct blk_req *req)
+{
+    if (l)
+        return l->ops->admit(l, req);
+    int64_t verdict = admission(dev, req);
+    if (verdict == 1)
+        return BLK_ADMIT_RUN;
+    blk_req_preset(req, verdict);
+    return BLK_ADMIT_PRESET;
+}
+
+enum blk_admit blk_admit_below(struct blk_layer *layer, struct blk_req *req)
+{
+    return admit_from(layer->dev, layer_below(layer), req);
+}
+
 /* Unaligned offset or length on O_DIRECT: the bounce path's read-modify-write. */
-static bool needs_rmw(const struct blk_dev *dev, const struct blk_req *req)
+bool blk_write_needs_rmw(const struct blk_dev *dev, const struct blk_req *req)
 {
     return dev->direct && req->op == BLK_WRITE &&
            !(is_aligned(req->off) && is_aligned(req->len));
@@ -736,24 +484,14 @@ static struct blk_req *prepare(struct blk_dev *dev, struct blk_req *req)
     req->bounce = NULL;
     req->next = NULL;
     req->flags = 0;
-    req->undo = NULL;
-    req->flush_cover = 0;
     inflight_inc(dev);
-    if (dev->pc.armed && req->op != BLK_READ) {
-        enum pc_verdict v = pc_admission(dev, req);
-        if (v == PC_PARKED)
-            return NULL;
-        if (v == PC_PRESET)
-            return req;
-    } else {
-        if (req->op == BLK_WRITE)
-            atomic_fetch_add(&dev->pc.writes, 1);
-        int64_t verdict = admission(dev, req);
-        if (verdict != 1) {
-            preset(req, verdict);
-            return req;
-        }
-    }
+    if (req->op == BLK_WRITE)
+        atomic_fetch_add(&dev->stats.writes_submitted, 1);
+    enum blk_admit v = admit_from(dev, layer_top(dev), req);
+    if (v == BLK_ADMIT_HELD)
+        return NULL; /* a layer completes it later */
+    if (v == BLK_ADMIT_PRESET)
+        return req;
     if (dev->direct && (req->op == BLK_READ || req->op == BLK_WRITE) &&
         !(is_aligned(req->off) && is_aligned(req->len) && is_aligned((uintptr_t)req->buf)))
         return bounce_begin(dev, req);
@@ -885,7 +623,7 @@ int blk_discard(struct blk_dev *dev, uint64_t off, uint64_t len)
 
 int blk_discard_blockdev(int fd, uint64_t off, uint64_t len)
 {
-    uint64_t start = align_up(off), end = align_down(off + len);
+    uint64_t start = blk_align_up(off), end = blk_align_down(off + len);
     if (end <= start)
         return 0; /* discard is advisory: nothing whole to drop */
     uint64_t range[2] = {start, end - start};
@@ -989,7 +727,7 @@ static void dev_free(struct blk_dev *dev)
     pthread_mutex_destroy(&dev->rmw_lock);
     pthread_mutex_destroy(&dev->bw_lock);
     pthread_cond_destroy(&dev->bw_cond);
-    pc_fini(dev);
+    layers_destroy(dev);
     free(dev);
 }
 
@@ -1033,7 +771,7 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
     pthread_cond_init(&dev->bw_cond, &mono);
     pthread_condattr_destroy(&mono);
     atomic_store(&dev->bw_limit, opts->bw_limit);
-    pc_init(dev, opts);
+    pthread_mutex_init(&dev->layer_lock, NULL);
 
     int mode = (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
     const char *why_buffered = NULL;

@@ -41,7 +41,6 @@ static inline enum blk_prio blk_prio_of_ioprio(int ioprio)
 }
 
 struct blk_req;
-struct blk_undo;
 typedef void (*blk_done_fn)(struct blk_req *req);
 
 struct blk_req {
@@ -59,8 +58,6 @@ struct blk_req {
     struct blk_req *next;
     unsigned flags;        /* BLK_REQF_* (blk_internal.h) */
     int64_t preset_result; /* with BLK_REQF_PRESET: completes with this, no I/O */
-    struct blk_undo *undo; /* power-cut mode: a write's undo-log entry */
-    uint64_t flush_cover;  /* power-cut mode: a flush makes writes completed up to here durable */
 };
 
 struct blk_dev;
@@ -82,18 +79,6 @@ struct blk_options {
     const char *backend;  /* "uring" (default) or "psync" */
     unsigned queue_depth; /* io_uring entries; 0 = 64 */
     bool read_only;
-    /* Power-cut emulation for crash-consistency tests (littlefs-style): the power fails as
-     * the powercut_after-th write request (1-based, every caller write counts) is submitted.
-     * 0 = off; ignored when read_only.  A write is durable once a flush submitted after the
-     * write completed has itself completed.  At the cut every write not yet durable is
-     * undone (its blocks get back what they held before it), that write and all later ones
-     * are dropped; afterwards writes, discards and flushes succeed without touching the
-     * device and reads still see it.  With powercut_torn each 4 KiB block of each
-     * non-durable write is instead kept or reverted at random (a device that persisted part
-     * of its volatile cache), from a PRNG seeded with powercut_seed. */
-    uint64_t powercut_after;
-    bool powercut_torn;
-    uint64_t powercut_seed;
     /* Experiments (blk_bwlimit.c): the device moves at most bw_limit bytes/s of reads and
      * writes (0 = unlimited), emulating a slow disk under an image on a fast one. */
     uint64_t bw_limit;
@@ -147,26 +132,8 @@ bool blk_identify(struct blk_dev *dev, char *out, size_t len);
 /* 4 KiB-aligned allocation for I/O buffers; free with free(). NULL on ENOMEM. */
 void *blk_alloc_buf(size_t len);
 
-/* Fault injection for tests: the nth request of kind op from now on (1 = the next one)
- * completes with -err instead of running.  n = 0 clears it. */
-void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err);
-/* The same with a mode: BLK_FAULT_STICKY makes every later request of the kind fail too (a
- * dead device); BLK_FAULT_SHORT completes the request with half its length transferred
- * (rounded down to 512 bytes) and no I/O instead of an error (err is then unused). */
-#define BLK_FAULT_STICKY 1u
-#define BLK_FAULT_SHORT 2u
-void blk_inject_fault_mode(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err,
-                           unsigned mode);
-/* Faults carried out so far (every kind). */
-uint64_t blk_faults_fired(const struct blk_dev *dev);
-
-/* Power-cut mode: true once the cut has been carried out, i.e. the device holds its final
- * post-power-failure content (the undo runs after the writes in flight at the cut have
- * landed, so this can lag the cutting write's submission a little). */
-bool blk_powercut_happened(const struct blk_dev *dev);
-
-/* Caller write requests submitted so far (counted with or without power-cut mode), so a
- * test can learn how many cut points a workload has. */
+/* Caller write requests submitted so far, so a test can learn how many cut points a
+ * workload has (blk_powercut.h). */
 uint64_t blk_write_count(const struct blk_dev *dev);
 
 /* The device bandwidth limit (blk_options.bw_limit), changeable while in use. */
@@ -174,9 +141,8 @@ void blk_set_bw_limit(struct blk_dev *dev, uint64_t bytes_per_s);
 uint64_t blk_bw_limit(const struct blk_dev *dev);
 
 /* Counters, names "blk.*": per op kind ops/bytes/errors, merged requests, in flight,
- * max in flight, bounced (unaligned) requests; "blk.powercut.*": armed, cut (0/1),
- * dropped_writes, reverted_blocks (4 KiB blocks written back at the cut), undo_bytes
- * (old contents held for not-yet-durable writes). */
+ * max in flight, bounced (unaligned) requests; then the test layers' (blk_fault.h,
+ * blk_powercut.h), present with zeros where the layer is not stacked. */
 void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink);
 
 #endif

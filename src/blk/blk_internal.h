@@ -1,10 +1,11 @@
 /* Block layer internals shared by blk.c and the backends (blk_uring.c, blk_psync.c).
  *
  * Division of work: blk.c owns everything that does not depend on how I/O is issued —
- * opening the device, validating and accounting requests, fault injection, and the bounce
- * path that turns unaligned requests into aligned ones for O_DIRECT.  A backend only ever
- * sees requests it can hand to the kernel as they are (aligned when dev->direct), plus
- * "preset" requests that must complete with a given result without touching the device. */
+ * opening the device, validating and accounting requests, and the bounce path that turns
+ * unaligned requests into aligned ones for O_DIRECT.  A backend only ever sees requests it
+ * can hand to the kernel as they are (aligned when dev->direct), plus "preset" requests that
+ * must complete with a given result without touching the device.  Test layers (fault
+ * injection, power-cut emulation) stack on top through struct blk_layer_ops. */
 #ifndef F2FUSE_BLK_BLK_INTERNAL_H
 #define F2FUSE_BLK_BLK_INTERNAL_H
 
@@ -21,8 +22,7 @@ enum {
     BLK_REQF_INTERNAL = 1u << 1,  /* made by the bounce path: not counted, done() is ours */
     BLK_REQF_PRIO_SENT = 1u << 2, /* uring: the SQE carried an ioprio */
     BLK_REQF_NO_MERGE = 1u << 3,  /* uring: resubmission, run it on its own */
-    BLK_REQF_PC_WRITE = 1u << 4,  /* power-cut mode: a pre-cut write the cut must wait for */
-    BLK_REQF_PC_FLUSH = 1u << 5,  /* power-cut mode: a pre-cut flush (flush_cover is set) */
+    BLK_REQF_LAYER = 1u << 4,     /* a layer watches it: write_start and complete hooks run */
 };
 
 struct blk_counters {
@@ -35,43 +35,11 @@ struct blk_counters {
     atomic_uint_fast64_t inflight;        /* caller requests submitted and not yet done */
     atomic_uint_fast64_t inflight_max;
     atomic_uint_fast64_t ioprio_rejected; /* 1 once the kernel refused an ioprio value */
-};
-
-/* The nth request of one op kind from the moment of arming fails with -err. */
-struct blk_fault {
-    atomic_uint_fast64_t countdown; /* 0 = disarmed */
-    atomic_int err;
-    atomic_uint mode;  /* BLK_FAULT_* */
-    atomic_bool dead;  /* a sticky fault fired: every later request fails */
-    atomic_uint_fast64_t fired;
+    atomic_uint_fast64_t writes_submitted; /* caller write requests, counted at submission */
 };
 
 struct blk_bounce;
-
-enum blk_pc_state {
-    BLK_PC_ARMED,   /* before the cut (or power-cut mode off) */
-    BLK_PC_CUTTING, /* cut: waiting for the writes in flight to land before undoing */
-    BLK_PC_DONE,    /* undone: the device holds its post-power-failure content */
-};
-
-/* Power-cut emulation (blk_options.powercut_*).  The undo log lists the old contents of
- * every write not yet durable, oldest first; the cut replays it backwards. */
-struct blk_powercut {
-    bool armed; /* fixed at open */
-    bool torn;
-    uint64_t after;
-    atomic_uint_fast64_t writes; /* caller write requests submitted, armed or not */
-    atomic_int state;            /* enum blk_pc_state; written under lock */
-    atomic_uint_fast64_t dropped;
-    atomic_uint_fast64_t reverted_blocks;
-    atomic_uint_fast64_t undo_bytes;
-    pthread_mutex_t lock; /* everything below */
-    uint64_t rng;
-    uint64_t completed;      /* write completions so far: a flush covers those before it */
-    uint64_t writes_pending; /* pre-cut writes not yet completed: the cut waits for them */
-    struct blk_undo *log_head, *log_tail;
-    struct blk_req *parked_head, *parked_tail; /* arrived while cutting, finish after undo */
-};
+struct blk_layer;
 
 #define BLK_BW_CLASSES 4 /* the bandwidth limit's queues: HIGH, NORMAL, LOW, IDLE */
 struct bw_ticket;
@@ -97,7 +65,11 @@ struct blk_dev {
     pthread_t completion_thread;
 
     struct blk_counters stats;
-    struct blk_fault faults[BLK_OP_COUNT];
+
+    /* The test layers stacked on the device, topmost first (NULL: none, the production
+     * case); only ever added to, under layer_lock, and freed at close. */
+    _Atomic(struct blk_layer *) layers;
+    pthread_mutex_t layer_lock;
 
     /* blk_close waits here until stats.inflight drops to zero. */
     pthread_mutex_t idle_lock;
@@ -108,8 +80,6 @@ struct blk_dev {
     pthread_mutex_t rmw_lock;
     struct blk_bounce *rmw_active;
     struct blk_bounce *rmw_head, *rmw_tail; /* waiting behind rmw_active */
-
-    struct blk_powercut pc;
 
     /* Bandwidth limit (blk_bwlimit.c): when the emulated device is free, and the batches
      * waiting for it, one queue per priority class (HIGH, NORMAL, LOW, IDLE). */
@@ -126,6 +96,16 @@ struct blk_dev {
 extern const struct blk_backend_ops blk_uring_ops;
 extern const struct blk_backend_ops blk_psync_ops;
 extern const struct blk_backend_ops blk_sparse_ops; /* blk_sparse.c: read-only */
+
+static inline uint64_t blk_align_down(uint64_t v)
+{
+    return v & ~(uint64_t)(BLK_ALIGN - 1);
+}
+
+static inline uint64_t blk_align_up(uint64_t v)
+{
+    return blk_align_down(v + BLK_ALIGN - 1);
+}
 
 /* The file position of a device offset. */
 static inline off_t blk_file_pos(const struct blk_dev *dev, uint64_t off)
@@ -156,5 +136,67 @@ int blk_discard_blockdev(int fd, uint64_t off, uint64_t len);
 /* How many requests from reqs[0] form one contiguous run of reads or of writes with the
  * same priority that one readv/writev can carry (1 when reqs[0] cannot be gathered). */
 unsigned blk_mergeable_run(struct blk_req *const *reqs, unsigned n);
+
+/* ---- layers --------------------------------------------------------------------------
+ * A layer is a device that misbehaves on purpose, for tests (blk_fault.c, blk_powercut.c),
+ * stacked over the real one as littlefs stacks its emulated block device over a file: the
+ * misbehaviour lives in the layer, not in the request path it watches.  Every caller
+ * request passes the layers' admission, topmost first, before the device's own checks; a
+ * layer may let it run, complete it without I/O, or hold it and complete it later.  For
+ * the requests a layer marks BLK_REQF_LAYER, blk.c also calls its write_start and complete
+ * hooks.  Layers sit in the order of their depth whatever order they were stacked in. */
+
+enum blk_admit {
+    BLK_ADMIT_RUN,    /* on to the bounce path and the backend */
+    BLK_ADMIT_PRESET, /* completes with req->preset_result and no I/O (blk_req_preset) */
+    BLK_ADMIT_HELD,   /* a layer keeps it and completes it later (blk_req_complete) */
+};
+
+struct blk_layer_ops {
+    const char *name;
+    unsigned depth; /* stacking order: a smaller depth sits higher and decides first */
+    /* Admission of one caller request (any op); blk_admit_below gives the verdict of the
+     * layers under this one and of the device's own checks. */
+    enum blk_admit (*admit)(struct blk_layer *layer, struct blk_req *req);
+    /* Optional, for a BLK_REQF_LAYER write that needs a read-modify-write: its edge blocks
+     * are read and its data goes to the backend next.  0, or -errno to fail the write. */
+    int (*write_start)(struct blk_layer *layer, struct blk_req *req);
+    /* Optional, for a BLK_REQF_LAYER request: it completed (req->result is set); runs
+     * before the request is counted and its done() called. */
+    void (*complete)(struct blk_layer *layer, struct blk_req *req);
+    /* The layer's counters.  layer is NULL when none of this kind is stacked: the names are
+     * the same on every device, with zeros. */
+    void (*emit_stats)(const struct blk_layer *layer, stat_emit_fn emit, void *sink);
+    /* At close, once nothing is in flight. */
+    void (*destroy)(struct blk_layer *layer);
+};
+
+struct blk_layer {
+    const struct blk_layer_ops *ops;
+    struct blk_dev *dev;
+    _Atomic(struct blk_layer *) below;
+};
+
+/* The kinds of layer whose counters blk_emit_stats shows on every device. */
+extern const struct blk_layer_ops blk_fault_layer_ops;    /* blk_fault.c */
+extern const struct blk_layer_ops blk_powercut_layer_ops; /* blk_powercut.c */
+
+/* A zeroed layer of size bytes (the struct blk_layer first) for ops on dev, not stacked
+ * yet; NULL on ENOMEM. */
+void *blk_layer_new(struct blk_dev *dev, const struct blk_layer_ops *ops, size_t size);
+/* Stacks layer (ops and dev set) on its device at its depth.  -EEXIST when a layer of the
+ * same kind is there already.  Safe while requests run: one that is being admitted just
+ * misses the new layer. */
+int blk_layer_push(struct blk_layer *layer);
+/* The device's layer of that kind, or NULL. */
+struct blk_layer *blk_layer_find(const struct blk_dev *dev, const struct blk_layer_ops *ops);
+/* The verdict on req of everything under layer: the layers below it, then the device's own
+ * checks (bounds, read-only).  Sets the preset result when the verdict is PRESET. */
+enum blk_admit blk_admit_below(struct blk_layer *layer, struct blk_req *req);
+/* Makes req complete with result and no I/O. */
+void blk_req_preset(struct blk_req *req, int64_t result);
+/* Whether an admitted write will go through the bounce path's read-modify-write, so that
+ * its data reaches the backend only after its edge blocks are read (write_start). */
+bool blk_write_needs_rmw(const struct blk_dev *dev, const struct blk_req *req);
 
 #endif

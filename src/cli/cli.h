@@ -3,9 +3,12 @@
 #define F2FUSE_CLI_CLI_H
 
 #include "f2fuse.h"
+#include "f2fuse_test.h"
 
-/* Applies a comma-separated -o list to opts; prints what is wrong and returns -1. */
-int cli_apply_options(struct f2fuse_options *opts, const char *list);
+/* Applies a comma-separated -o list to opts, and its test options to test; prints what is
+ * wrong and returns -1. */
+int cli_apply_options(struct f2fuse_options *opts, struct f2fuse_test_options *test,
+                      const char *list);
 
 int walk_main(int argc, char **argv);
 int stat_main(int argc, char **argv);

@@ -262,11 +262,12 @@ int info_main(int argc, char **argv)
     const char *image = NULL;
     struct f2fuse_options opts;
     f2fuse_options_init(&opts); /* read-only */
+    struct f2fuse_test_options test = {0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-            if (cli_apply_options(&opts, argv[++i]))
+            if (cli_apply_options(&opts, &test, argv[++i]))
                 return 2;
         } else if (argv[i][0] == '-' || image) {
             fputs(usage_line, stderr);
@@ -284,7 +285,7 @@ int info_main(int argc, char **argv)
     opts.read_only = true;      /* whatever -o said: info writes nothing */
     opts.backend = "psync";     /* a few reads: no io_uring set-up, no O_DIRECT needed */
     struct f2fuse *fs;
-    int err = f2fuse_open(image, &opts, &fs);
+    int err = f2fuse_open_test(image, &opts, &test, &fs);
     if (err) {
         fprintf(stderr, "f2fuse: error: cannot read %s: %s\n", image, strerror(-err));
         return 1;

@@ -12,7 +12,8 @@
 #include "fuse/mount.h"
 #include "fuse/options.h"
 
-int cli_apply_options(struct f2fuse_options *opts, const char *list)
+int cli_apply_options(struct f2fuse_options *opts, struct f2fuse_test_options *test,
+                      const char *list)
 {
     char *copy = strdup(list), *save = NULL;
     if (!copy)
@@ -22,7 +23,7 @@ int cli_apply_options(struct f2fuse_options *opts, const char *list)
         char *eq = strchr(item, '=');
         if (eq)
             *eq = '\0';
-        int err = f2fuse_option_set(opts, item, eq ? eq + 1 : NULL);
+        int err = f2fuse_test_option_set(opts, test, item, eq ? eq + 1 : NULL);
         if (err) {
             fprintf(stderr, "f2fuse: error: %s option '%s' (valid: %s)\n",
                     err == -ENOENT ? "unknown" : "bad value in", item, f2fuse_option_names());

@@ -40,7 +40,8 @@ struct trim_args {
 };
 
 /* start/len/minlen are the trim's; anything else is a library option (discard_mode=...). */
-static int apply(struct trim_args *t, struct f2fuse_options *opts, const char *list)
+static int apply(struct trim_args *t, struct f2fuse_options *opts,
+                 struct f2fuse_test_options *test, const char *list)
 {
     char *copy = strdup(list), *save = NULL;
     if (!copy)
@@ -67,7 +68,7 @@ static int apply(struct trim_args *t, struct f2fuse_options *opts, const char *l
             ret = -1;
             continue;
         }
-        int err = f2fuse_option_set(opts, item, value);
+        int err = f2fuse_test_option_set(opts, test, item, value);
         if (err) {
             fprintf(stderr, "f2fuse: error: %s option '%s' (valid: start, len, minlen, %s)\n",
                     err == -ENOENT ? "unknown" : "bad value in", item, f2fuse_option_names());
@@ -90,10 +91,11 @@ int trim_main(int argc, char **argv)
     struct f2fuse_options opts;
     f2fuse_options_init(&opts);
     opts.read_only = false;
+    struct f2fuse_test_options test = {0};
     struct trim_args t = {.start = 0, .len = UINT64_MAX, .minlen = 0};
     int c;
     while ((c = getopt(argc, argv, "o:")) != -1) {
-        if (c != 'o' || apply(&t, &opts, optarg) != 0) {
+        if (c != 'o' || apply(&t, &opts, &test, optarg) != 0) {
             if (c != 'o')
                 fputs(usage_line, stderr);
             return 2;
@@ -107,7 +109,7 @@ int trim_main(int argc, char **argv)
     struct progress prog;
     progress_begin(&prog, "trim", true); /* before the library starts its threads */
     struct f2fuse *fs;
-    int err = f2fuse_open(image, &opts, &fs);
+    int err = f2fuse_open_test(image, &opts, &test, &fs);
     if (err) {
         progress_end(&prog);
         fprintf(stderr, "f2fuse: error: cannot open %s read-write: %s\n", image, strerror(-err));

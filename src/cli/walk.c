@@ -209,13 +209,14 @@ int walk_main(int argc, char **argv)
 {
     struct f2fuse_options opts;
     f2fuse_options_init(&opts);
+    struct f2fuse_test_options test = {0};
     struct walk w = {0};
     int c;
     while ((c = getopt(argc, argv, "qo:")) != -1) {
         if (c == 'q') {
             w.quiet = true;
         } else if (c == 'o') {
-            if (cli_apply_options(&opts, optarg) != 0)
+            if (cli_apply_options(&opts, &test, optarg) != 0)
                 return 2;
         } else {
             fprintf(stderr, "usage: f2fuse walk [-q] [-o OPTIONS] IMAGE\n");
@@ -229,7 +230,7 @@ int walk_main(int argc, char **argv)
     progress_begin(&w.prog, "walk", false); /* before the library starts its threads */
     if (!w.quiet && isatty(STDOUT_FILENO))
         w.prog.draw = false; /* the listing itself shows the progress */
-    int err = f2fuse_open(argv[optind], &opts, &w.fs);
+    int err = f2fuse_open_test(argv[optind], &opts, &test, &w.fs);
     if (err) {
         progress_end(&w.prog);
         fprintf(stderr, "f2fuse: error: cannot open %s: %s\n", argv[optind], strerror(-err));

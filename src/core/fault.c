@@ -1,11 +1,15 @@
-/* Faults: the test-only fault injection options (fault=KIND:N[:WHAT][:sticky]) and the
- * mount's policy when an operation fails part-way (docs/ARCHITECTURE.md, "Faults and
- * hostile images"). */
+/* Faults: the test-only options (fault=KIND:N[:WHAT][:sticky], powercut=N, powercut_torn,
+ * powercut_seed=N; f2fuse_test.h), which stack the block layer's fault and power-cut layers
+ * at open, and the mount's policy when an operation fails part-way (docs/ARCHITECTURE.md,
+ * "Faults and hostile images"). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blk/blk_fault.h"
+#include "blk/blk_powercut.h"
 #include "core/fs.h"
+#include "f2fuse_test.h"
 
 static const char *const kind_names[] = {"read", "write", "flush", "discard", "alloc"};
 
@@ -57,24 +61,49 @@ static int parse_fault(const char *value, struct f2fuse_fault *f)
     return 0;
 }
 
-int fault_option_set(struct f2fuse_options *o, const char *name, const char *value)
+int f2fuse_test_option_set(struct f2fuse_options *o, struct f2fuse_test_options *t,
+                           const char *name, const char *value)
 {
-    if (strcmp(name, "fault") != 0)
-        return -ENOENT;
-    if (!value || o->nfaults == F2FUSE_MAX_FAULTS)
-        return -EINVAL;
-    struct f2fuse_fault f;
-    int err = parse_fault(value, &f);
-    if (!err)
-        o->faults[o->nfaults++] = f;
-    return err;
+    if (strcmp(name, "fault") == 0) {
+        if (!value || t->nfaults == F2FUSE_MAX_FAULTS)
+            return -EINVAL;
+        struct f2fuse_fault f;
+        int err = parse_fault(value, &f);
+        if (!err)
+            t->faults[t->nfaults++] = f;
+        return err;
+    }
+    if (strcmp(name, "powercut_torn") == 0) {
+        if (value)
+            return -EINVAL;
+        t->powercut_torn = true;
+        return 0;
+    }
+    if (strcmp(name, "powercut") == 0 || strcmp(name, "powercut_seed") == 0) {
+        uint64_t n;
+        if (!value || parse_size(value, &n))
+            return -EINVAL;
+        if (name[8] == '_')
+            t->powercut_seed = n;
+        else
+            t->powercut_after = n;
+        return 0;
+    }
+    return f2fuse_option_set(o, name, value);
 }
 
-void fault_arm(struct f2fuse *fs)
+int fault_arm(struct f2fuse *fs, const struct f2fuse_test_options *t)
 {
+    if (!t)
+        return 0;
+    struct blk_powercut_options pc = {.after = t->powercut_after, .torn = t->powercut_torn,
+                                      .seed = t->powercut_seed};
+    int err = blk_powercut_arm(fs->dev, &pc);
+    if (err)
+        return err;
     static const enum blk_op ops[] = {BLK_READ, BLK_WRITE, BLK_FLUSH, BLK_DISCARD};
-    for (unsigned i = 0; i < fs->opts.nfaults && i < F2FUSE_MAX_FAULTS; i++) {
-        const struct f2fuse_fault *f = &fs->opts.faults[i];
+    for (unsigned i = 0; i < t->nfaults && i < F2FUSE_MAX_FAULTS; i++) {
+        const struct f2fuse_fault *f = &t->faults[i];
         if (f->kind == F2FUSE_FAULT_ALLOC) {
             pcache_inject_enomem(fs->cache, f->nth, f->sticky);
         } else if (f->kind < F2FUSE_FAULT_ALLOC) {
@@ -87,6 +116,7 @@ void fault_arm(struct f2fuse *fs)
                  f->short_io ? "a short transfer" : strerror(f->err),
                  f->sticky ? ", and every later one too" : "");
     }
+    return 0;
 }
 
 int fs_op_result(struct f2fuse *fs, const char *op, int err)

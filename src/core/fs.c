@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/fs.h"
+#include "f2fuse_test.h"
 
 #define DEFAULT_CACHE_SIZE (64ull << 20)
 
@@ -70,29 +71,10 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
     int gerr = gc_option_set(o, name, value); /* gc.c */
     if (gerr != -ENOENT)
         return gerr;
-    derr = fault_option_set(o, name, value); /* fault.c */
-    if (derr != -ENOENT)
-        return derr;
     if (strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0) {
         if (value)
             return -EINVAL;
         o->read_only = name[1] == 'o';
-        return 0;
-    }
-    if (strcmp(name, "powercut_torn") == 0) {
-        if (value)
-            return -EINVAL;
-        o->powercut_torn = true;
-        return 0;
-    }
-    if ((strcmp(name, "powercut") == 0 || strcmp(name, "powercut_seed") == 0) && value) {
-        uint64_t n;
-        if (parse_size(value, &n))
-            return -EINVAL;
-        if (name[8] == '_')
-            o->powercut_seed = n;
-        else
-            o->powercut_after = n;
         return 0;
     }
     if (strcmp(name, "checkpoint_merge") == 0 || strcmp(name, "nocheckpoint_merge") == 0) {
@@ -117,9 +99,7 @@ int f2fuse_option_set(struct f2fuse_options *o, const char *name, const char *va
         return strcmp(name, "backend") && strcmp(name, "queue_depth") &&
                        strcmp(name, "cache_size") && strcmp(name, "checkpoint_interval") &&
                        strcmp(name, "fsync") && strcmp(name, "checkpoint_data") &&
-                       strcmp(name, "powercut") &&
-                       strcmp(name, "powercut_seed") && strcmp(name, "offset") &&
-                       strcmp(name, "partition")
+                       strcmp(name, "offset") && strcmp(name, "partition")
                    ? -ENOENT
                    : -EINVAL;
     if (strcmp(name, "fsync") == 0) {
@@ -289,6 +269,12 @@ static int open_rw(struct f2fuse *fs)
 
 int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2fuse **out)
 {
+    return f2fuse_open_test(image, opts, NULL, out);
+}
+
+int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
+                     const struct f2fuse_test_options *test, struct f2fuse **out)
+{
     struct f2fuse_options defaults;
     if (!opts) {
         f2fuse_options_init(&defaults);
@@ -327,9 +313,6 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     pthread_rwlockattr_destroy(&prefer_writers);
     struct blk_options bo = {.backend = opts->backend, .queue_depth = opts->queue_depth,
                              .read_only = opts->read_only,
-                             .powercut_after = opts->powercut_after,
-                             .powercut_torn = opts->powercut_torn,
-                             .powercut_seed = opts->powercut_seed,
                              .bw_limit = opts->dev_bw, .offset = opts->offset,
                              .partition = opts->partition};
     int err = blk_open(image, &bo, &fs->dev);
@@ -342,7 +325,7 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
     if (!err)
         err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
-        fault_arm(fs); /* fault.c: tests only */
+        err = fault_arm(fs, test); /* fault.c: tests only */
     if (!err)
         err = super_load(fs);
     if (!err)

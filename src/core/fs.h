@@ -382,12 +382,12 @@ uint64_t fs_pending_blocks(struct f2fuse *fs);
 uint64_t fs_used_blocks(struct f2fuse *fs);
 /* fs.c: free segments kept for the node logs and the hot data log of one checkpoint. */
 #define FS_LOG_RESERVED_SEGMENTS 4u
-/* fault.c: the fault=... test option, armed at open; and the policy for an operation that
- * fails part-way with EIO, ENOMEM or EUCLEAN on a writable mount: it may have changed pages
- * in memory, so the mount stops checkpointing (write_error) and turns read-only.  Returns
- * err. */
-int fault_option_set(struct f2fuse_options *o, const char *name, const char *value);
-void fault_arm(struct f2fuse *fs);
+/* fault.c: the test options (f2fuse_test.h), armed at open before the first write (test may
+ * be NULL; 0 or -ENOMEM); and the policy for an operation that fails part-way with EIO,
+ * ENOMEM or EUCLEAN on a writable mount: it may have changed pages in memory, so the mount
+ * stops checkpointing (write_error) and turns read-only.  Returns err. */
+struct f2fuse_test_options;
+int fault_arm(struct f2fuse *fs, const struct f2fuse_test_options *test);
 int fs_op_result(struct f2fuse *fs, const char *op, int err);
 /* Records the mount's first write error (it turns read-only and writes no further
  * checkpoint); true when err is the first, so that the caller says what failed. */

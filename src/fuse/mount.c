@@ -997,6 +997,7 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
 struct cmdline {
     const char *image;
     struct f2fuse_options opts;
+    struct f2fuse_test_options test; /* -o powercut=, fault=: for the tests */
     struct id_map ids;
     struct fuse_perf_opts perf;
     bool bad;
@@ -1032,7 +1033,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
             return -1;
         }
     }
-    switch (mount_option(&c->opts, &c->ids, arg)) { /* options.c */
+    switch (mount_option(&c->opts, &c->test, &c->ids, arg)) { /* options.c */
     case MOPT_TAKEN:
     case MOPT_DROP:
         return 0;
@@ -1143,7 +1144,7 @@ int mount_main(int argc, char **argv)
         log_err("cannot go to the background: %s", strerror(errno));
         goto out;
     }
-    int err = f2fuse_open(c.image, &c.opts, &d.fs);
+    int err = f2fuse_open_test(c.image, &c.opts, &c.test, &d.fs);
     if (err) {
         log_err("cannot mount %s: %s", c.image, strerror(-err));
         goto out;

@@ -93,7 +93,8 @@ static enum mount_opt_verdict id_option(struct id_map *ids, const char *name, co
     return MOPT_BAD;
 }
 
-enum mount_opt_verdict mount_option(struct f2fuse_options *opts, struct id_map *ids,
+enum mount_opt_verdict mount_option(struct f2fuse_options *opts,
+                                    struct f2fuse_test_options *test, struct id_map *ids,
                                     const char *item)
 {
     char name[64];
@@ -106,7 +107,7 @@ enum mount_opt_verdict mount_option(struct f2fuse_options *opts, struct id_map *
         name[nlen] = '\0';
         if (strcmp(name, "uid") == 0 || strcmp(name, "gid") == 0 || strcmp(name, "umask") == 0)
             return id_option(ids, name, eq ? eq + 1 : NULL, item);
-        int err = f2fuse_option_set(opts, name, eq ? eq + 1 : NULL);
+        int err = f2fuse_test_option_set(opts, test, name, eq ? eq + 1 : NULL);
         if (err == 0) /* ro and rw are the kernel mount's too */
             return strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0 ? MOPT_PASS : MOPT_TAKEN;
         if (err == -EINVAL) {

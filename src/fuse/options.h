@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "f2fuse.h"
+#include "f2fuse_test.h"
 
 /* uid=, gid=, umask=: how ownership and modes are shown (ntfs-3g's and sshfs's meaning), for
  * images whose owners do not exist on the host.  The image itself keeps its ids. */
@@ -27,8 +28,10 @@ enum mount_opt_verdict {
     MOPT_BAD,     /* refused; a message was printed */
 };
 
-/* Classifies one -o item ("name" or "name=value") and applies what is f2fuse's. */
-enum mount_opt_verdict mount_option(struct f2fuse_options *opts, struct id_map *ids,
+/* Classifies one -o item ("name" or "name=value") and applies what is f2fuse's (the test
+ * options go to test). */
+enum mount_opt_verdict mount_option(struct f2fuse_options *opts,
+                                    struct f2fuse_test_options *test, struct id_map *ids,
                                     const char *item);
 
 /* Shows an attribute as the mapping says. */

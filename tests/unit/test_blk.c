@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "blk/blk.h"
+#include "blk/blk_fault.h"
 #include "check.h"
 
 #define IMG_SIZE (16u << 20)

@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blk/blk_fault.h"
 #include "check.h"
 #include "core/fs.h"
+#include "f2fuse_test.h"
 
 static char img[256];
 
@@ -27,10 +29,11 @@ static struct f2fuse *open_rw(const char *fault)
     o.backend = "psync";
     o.read_only = false;
     o.checkpoint_interval = 0;
+    struct f2fuse_test_options t = {0};
     if (fault)
-        CHECK_EQ(f2fuse_option_set(&o, "fault", fault), 0);
+        CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", fault), 0);
     struct f2fuse *fs = NULL;
-    int err = f2fuse_open(img, &o, &fs);
+    int err = f2fuse_open_test(img, &o, &t, &fs);
     return err ? NULL : fs;
 }
 
@@ -38,26 +41,51 @@ static void fault_option_parses(void)
 {
     struct f2fuse_options o;
     f2fuse_options_init(&o);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:5"), 0);
-    CHECK_EQ(o.faults[0].kind, F2FUSE_FAULT_WRITE);
-    CHECK_EQ(o.faults[0].nth, 5);
-    CHECK_EQ(o.faults[0].err, EIO);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "read:3:short:sticky"), 0);
-    CHECK(o.faults[1].short_io && o.faults[1].sticky);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "flush:1:ENOSPC"), 0);
-    CHECK_EQ(o.faults[2].err, ENOSPC);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "alloc:9"), 0);
-    CHECK_EQ(o.faults[3].err, ENOMEM);
-    CHECK_EQ(o.nfaults, 4);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:1"), -EINVAL); /* the fifth */
+    struct f2fuse_test_options t = {0};
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "write:5"), 0);
+    CHECK_EQ(t.faults[0].kind, F2FUSE_FAULT_WRITE);
+    CHECK_EQ(t.faults[0].nth, 5);
+    CHECK_EQ(t.faults[0].err, EIO);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "read:3:short:sticky"), 0);
+    CHECK(t.faults[1].short_io && t.faults[1].sticky);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "flush:1:ENOSPC"), 0);
+    CHECK_EQ(t.faults[2].err, ENOSPC);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "alloc:9"), 0);
+    CHECK_EQ(t.faults[3].err, ENOMEM);
+    CHECK_EQ(t.nfaults, 4);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "write:1"), -EINVAL); /* the fifth */
+    t = (struct f2fuse_test_options){0};
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", NULL), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "write"), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "write:0"), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "seek:1"), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "flush:1:short"), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", "write:1:EBOGUS"), -EINVAL);
+    CHECK_EQ(t.nfaults, 0);
+}
+
+/* The power-cut options go to the test options; the library's own parser does not know
+ * them, and the test parser hands every other option to it. */
+static void test_options_stay_apart(void)
+{
+    struct f2fuse_options o;
     f2fuse_options_init(&o);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", NULL), -EINVAL);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "write"), -EINVAL);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:0"), -EINVAL);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "seek:1"), -EINVAL);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "flush:1:short"), -EINVAL);
-    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:1:EBOGUS"), -EINVAL);
-    CHECK_EQ(o.nfaults, 0);
+    struct f2fuse_test_options t = {0};
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "powercut", "12"), 0);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "powercut_seed", "7"), 0);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "powercut_torn", NULL), 0);
+    CHECK_EQ(t.powercut_after, 12);
+    CHECK_EQ(t.powercut_seed, 7);
+    CHECK(t.powercut_torn);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "powercut", NULL), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "powercut_seed", "x"), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "powercut_torn", "1"), -EINVAL);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "rw", NULL), 0);
+    CHECK(!o.read_only);
+    CHECK_EQ(f2fuse_test_option_set(&o, &t, "bogus", NULL), -ENOENT);
+    CHECK_EQ(f2fuse_option_set(&o, "powercut", "12"), -ENOENT);
+    CHECK_EQ(f2fuse_option_set(&o, "powercut_torn", NULL), -ENOENT);
+    CHECK_EQ(f2fuse_option_set(&o, "fault", "write:5"), -ENOENT);
 }
 
 /* A write whose page allocation fails part-way returns the bytes it copied, and the file's
@@ -177,6 +205,7 @@ int main(void)
     snprintf(img, sizeof(img), "%s/f2fuse-test-fault.%d.img", tmp ? tmp : "/var/tmp",
              (int)getpid());
     RUN(fault_option_parses);
+    RUN(test_options_stay_apart);
     RUN(short_write_keeps_its_size);
     RUN(unreadable_checkpoint_refuses_mount);
     RUN(failed_operation_turns_read_only);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "blk/blk.h"
+#include "blk/blk_fault.h"
 #include "cache/pcache.h"
 #include "check.h"
 

@@ -1,6 +1,6 @@
-/* Power-cut emulation tests (blk_options.powercut_*).  Every case runs once per backend
- * (uring, psync) on a scratch image in a disk-backed directory (F2FUSE_TEST_DIR, TMPDIR,
- * /var/tmp or /tmp, the first that is not memory-backed).  What survived a cut is judged
+/* Power-cut emulation tests (the power-cut layer, blk_powercut.h).  Every case runs once
+ * per backend (uring, psync) on a scratch image in a disk-backed directory (F2FUSE_TEST_DIR,
+ * TMPDIR, /var/tmp or /tmp, the first that is not memory-backed).  What survived a cut is judged
  * by reading the image file itself after blk_close, as a crash test does after killing the
  * daemon.  Random choices come from F2FUSE_SEED (default: the time), printed first so
  * that a failure can be replayed. */
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "blk/blk.h"
+#include "blk/blk_powercut.h"
 #include "check.h"
 
 #define BLK 4096u
@@ -82,7 +83,7 @@ static bool uring_expected(void)
 
 /* ---- device set-up and inspection ------------------------------------------------- */
 
-static struct blk_dev *open_dev(struct blk_options opts)
+static struct blk_dev *open_dev(struct blk_powercut_options cut)
 {
     snprintf(env.path, sizeof(env.path), "%s/f2fuse-test-powercut.%d.img", env.dir,
              (int)getpid());
@@ -94,20 +95,21 @@ static struct blk_dev *open_dev(struct blk_options opts)
     }
     close(fd);
     free(img);
-    opts.backend = env.backend;
+    struct blk_options opts = {.backend = env.backend};
     struct blk_dev *dev = NULL;
     int ret = blk_open(env.path, &opts, &dev);
     if (ret) {
         fprintf(stderr, "blk_open(%s): %s\n", env.path, strerror(-ret));
         exit(2);
     }
+    CHECK_EQ(blk_powercut_arm(dev, &cut), 0);
     CHECK(strcmp(blk_backend_name(dev), uring_expected() ? "uring" : "psync") == 0);
     return dev;
 }
 
 static struct blk_dev *open_cut(uint64_t after)
 {
-    return open_dev((struct blk_options){.powercut_after = after});
+    return open_dev((struct blk_powercut_options){.after = after});
 }
 
 /* Closes the device and returns what the image file holds: what survived the cut. */
@@ -316,8 +318,7 @@ static void torn_once(uint64_t seed, const uint8_t *big, bool *kept)
 {
     enum { N = 256, BASE = 64 };
     struct blk_dev *dev =
-        open_dev((struct blk_options){.powercut_after = 3, .powercut_torn = true,
-                                      .powercut_seed = seed});
+        open_dev((struct blk_powercut_options){.after = 3, .torn = true, .seed = seed});
     uint8_t *w1 = blk_alloc_buf(BLK);
     fill_random(w1, BLK);
     CHECK_EQ(blk_write(dev, 0, w1, BLK), 0);
@@ -405,7 +406,7 @@ static void test_counters(void)
     uint8_t *src = blk_alloc_buf(2 * BLK);
     fill_random(src, 2 * BLK);
 
-    struct blk_dev *dev = open_dev((struct blk_options){0});
+    struct blk_dev *dev = open_dev((struct blk_powercut_options){0});
     CHECK_EQ(stat_of(dev, "blk.powercut.armed"), 0);
     for (unsigned i = 0; i < 5; i++)
         CHECK_EQ(blk_write(dev, i * BLK + (i & 1), src, BLK), 0);
@@ -441,10 +442,10 @@ static void test_counters(void)
     /* a read-only device has nothing to cut */
     dev = open_cut(1);
     blk_close(dev);
-    CHECK_EQ(blk_open(env.path, &(struct blk_options){.backend = env.backend, .read_only = true,
-                                                      .powercut_after = 1},
+    CHECK_EQ(blk_open(env.path, &(struct blk_options){.backend = env.backend, .read_only = true},
                       &dev),
              0);
+    CHECK_EQ(blk_powercut_arm(dev, &(struct blk_powercut_options){.after = 1}), 0);
     CHECK_EQ(stat_of(dev, "blk.powercut.armed"), 0);
     CHECK_EQ(blk_write(dev, 0, src, BLK), -EROFS);
     free(close_and_read(dev));
@@ -562,8 +563,8 @@ static void random_run(bool torn, unsigned run)
     }
     uint64_t after = 1 + rnd() % (writes + 1); /* writes + 1: armed, never cut */
     uint64_t seed = rnd();
-    struct blk_dev *dev = open_dev((struct blk_options){
-        .powercut_after = after, .powercut_torn = torn, .powercut_seed = seed});
+    struct blk_dev *dev =
+        open_dev((struct blk_powercut_options){.after = after, .torn = torn, .seed = seed});
     uint8_t *src = blk_alloc_buf(4 * BLK);
     struct model m;
     model_init(&m);
