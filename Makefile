@@ -41,7 +41,7 @@ CFLAGS   += -std=gnu11 $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-paramet
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(SPARSE_LIBS) -lpthread
 LDFLAGS  += $(SANFLAGS)
 
-LIB_SRC  := $(wildcard src/util/*.c src/blk/*.c src/cache/*.c src/core/*.c)
+LIB_SRC  := $(wildcard src/util/*.c src/blk/*.c src/cache/*.c src/core/*.c src/api/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libf2fuse.a
 FUSE_SRC := $(wildcard src/fuse/*.c src/cli/*.c)
@@ -60,6 +60,7 @@ deps:
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 $(BUILD)/f2fuse: $(FUSE_OBJ) $(LIB)

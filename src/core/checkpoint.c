@@ -5,8 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fs.h"
+#include "core/checkpoint.h"
+#include "core/context.h"
+#include "core/data.h"
+#include "core/discard.h"
+#include "core/fsync.h"
+#include "core/nat.h"
+#include "core/node.h"
+#include "core/segment.h"
+#include "core/writeback.h"
 #include "util/crc.h"
+#include "util/log.h"
 
 /* A damaged checkpoint refuses the mount (EUCLEAN), unlike damage met later (EIO). */
 #define CP_CORRUPT(fs, ...) (fs_corrupt(fs, __VA_ARGS__), -EUCLEAN)

@@ -20,8 +20,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/fs.h"
+#include "core/checkpoint_merge.h"
+#include "core/context.h"
+#include "core/namei.h"
 #include "util/clock.h"
+#include "util/log.h"
+#include "util/parse.h"
 
 struct cp_request {
     struct cp_request *next;

@@ -7,8 +7,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/data.h"
+#include "core/context.h"
 #include "core/extent.h"
-#include "core/fs.h"
+#include "core/fsync.h"
+#include "core/inode.h"
+#include "core/nat.h"
+#include "core/node.h"
+#include "core/segment.h"
+#include "core/writeback.h"
 #include "util/clock.h"
 
 static uint64_t data_key(uint32_t ino, uint64_t index);

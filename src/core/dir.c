@@ -6,7 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/fs.h"
+#include "core/dir.h"
+#include "core/context.h"
+#include "core/data.h"
+#include "core/inode.h"
+#include "core/node.h"
 
 /* A view of one dentry container: a dentry block or an inode's inline dentry area. */
 struct dentry_view {

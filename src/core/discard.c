@@ -41,8 +41,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/fs.h"
+#include "core/discard.h"
+#include "core/context.h"
+#include "core/segment.h"
 #include "util/clock.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/stats.h"
 
 #define SEG_BLKS F2FS_BLOCKS_PER_SEG
 #define SEG_WORDS (SEG_BLKS / 64)
@@ -829,19 +834,13 @@ void discard_block_allocated(struct f2fuse *fs, uint32_t blkaddr)
         discard_allocated(fs->discard, blkaddr);
 }
 
-int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
-                uint64_t *trimmed)
-{
-    return f2fuse_trim_progress(fs, start, len, minlen, trimmed, NULL, NULL);
-}
-
 /* Progress steps of a trim: about 200 over the range, of at least this many blocks (the
  * pipeline of parallel discards drains at each step's end). */
 #define TRIM_STEPS 200u
 #define TRIM_STEP_MIN_BLOCKS (64u * SEG_BLKS)
 
-int f2fuse_trim_progress(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
-                         uint64_t *trimmed, f2fuse_progress_fn fn, void *arg)
+int discard_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
+                 uint64_t *trimmed, f2fuse_progress_fn fn, void *arg)
 {
     if (trimmed)
         *trimmed = 0;

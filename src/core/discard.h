@@ -39,6 +39,10 @@ void discard_checkpoint(struct f2fuse *fs);
 void discard_block_allocated(struct f2fuse *fs, uint32_t blkaddr);
 
 /* Counters "discard.*" (nothing on read-only mounts). */
+/* FITRIM over [start, start + len): a checkpoint, then discards of the free runs of at
+ * least minlen bytes; *trimmed gets the bytes discarded, fn (when set) progress. */
+int discard_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
+                 uint64_t *trimmed, f2fuse_progress_fn fn, void *arg);
 void discard_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink);
 
 /* ---- the engine without a file system (for tests): block addresses are absolute ---- */

@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 
 #include "core/extent.h"
-#include "core/fs.h"
+#include "core/context.h"
 
 static void extent_set(struct f2fs_inode *ri, uint64_t fofs, uint32_t blk, uint32_t len)
 {

@@ -6,10 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "blk/blk_fault.h"
 #include "blk/blk_powercut.h"
-#include "core/fs.h"
+#include "core/context.h"
 #include "f2fuse_test.h"
+#include "util/log.h"
+#include "util/parse.h"
 
 static const char *const kind_names[] = {"read", "write", "flush", "discard", "alloc"};
 
@@ -18,8 +21,7 @@ static const struct { const char *name; int err; } errnos[] = {
     {"EAGAIN", EAGAIN}, {"EINTR", EINTR}, {"ENXIO", ENXIO}, {"ETIMEDOUT", ETIMEDOUT},
 };
 
-/* "KIND:N[:WHAT][:sticky]" */
-static int parse_fault(const char *value, struct f2fuse_fault *f)
+int fault_parse(const char *value, struct f2fuse_fault *f)
 {
     char buf[96];
     if (strlen(value) >= sizeof(buf))
@@ -61,37 +63,6 @@ static int parse_fault(const char *value, struct f2fuse_fault *f)
     return 0;
 }
 
-int f2fuse_test_option_set(struct f2fuse_options *o, struct f2fuse_test_options *t,
-                           const char *name, const char *value)
-{
-    if (strcmp(name, "fault") == 0) {
-        if (!value || t->nfaults == F2FUSE_MAX_FAULTS)
-            return -EINVAL;
-        struct f2fuse_fault f;
-        int err = parse_fault(value, &f);
-        if (!err)
-            t->faults[t->nfaults++] = f;
-        return err;
-    }
-    if (strcmp(name, "powercut_torn") == 0) {
-        if (value)
-            return -EINVAL;
-        t->powercut_torn = true;
-        return 0;
-    }
-    if (strcmp(name, "powercut") == 0 || strcmp(name, "powercut_seed") == 0) {
-        uint64_t n;
-        if (!value || parse_size(value, &n))
-            return -EINVAL;
-        if (name[8] == '_')
-            t->powercut_seed = n;
-        else
-            t->powercut_after = n;
-        return 0;
-    }
-    return f2fuse_option_set(o, name, value);
-}
-
 int fault_arm(struct f2fuse *fs, const struct f2fuse_test_options *t)
 {
     if (!t)
@@ -119,14 +90,3 @@ int fault_arm(struct f2fuse *fs, const struct f2fuse_test_options *t)
     return 0;
 }
 
-int fs_op_result(struct f2fuse *fs, const char *op, int err)
-{
-    if (err != -EIO && err != -ENOMEM && err != -EUCLEAN)
-        return err;
-    if (!fs->seg || __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE))
-        return err;
-    if (fs_first_write_error(fs, err))
-        log_err("%s failed part-way: %s; the mount turns read-only (no further checkpoint) "
-                "so that no half-done change reaches the image", op, strerror(-err));
-    return err;
-}

@@ -11,7 +11,8 @@
  * with that number or a later one covers the caller. */
 #include <errno.h>
 
-#include "core/fs.h"
+#include "core/flush_merge.h"
+#include "core/context.h"
 
 void flush_merge_init(struct flush_merge *fm)
 {

@@ -15,8 +15,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/fs.h"
+#include "core/gc.h"
+#include "core/context.h"
+#include "core/data.h"
+#include "core/inode.h"
+#include "core/locks.h"
+#include "core/nat.h"
+#include "core/node.h"
+#include "core/recovery.h"
+#include "core/segment.h"
+#include "core/space.h"
 #include "util/clock.h"
+#include "util/log.h"
+#include "util/parse.h"
 
 #define BLKS F2FS_BLOCKS_PER_SEG
 #define GC_MAX_VICTIMS 8          /* per round, i.e. per checkpoint */
@@ -29,10 +40,7 @@ struct gc_control {
     pthread_mutex_t lock; /* one round at a time */
     uint32_t reserved;    /* free segments user writes leave to GC */
 
-    pthread_mutex_t thread_lock;
-    pthread_cond_t wake;
-    pthread_t thread;
-    bool running, stopping;
+    struct ticker background; /* the background GC thread */
     bool bg_error_logged;
 
     atomic_uint_fast64_t fg_rounds, bg_rounds, fg_segments, bg_segments;
@@ -225,10 +233,10 @@ static uint64_t move_cost(const struct seg_gc_victim *v, const struct f2fs_summa
  * dirty already (GC's own reserve is what it spends). */
 static uint64_t round_budget(struct f2fuse *fs)
 {
-    uint32_t keep = FS_LOG_RESERVED_SEGMENTS;
+    uint32_t keep = SPACE_LOG_RESERVED_SEGMENTS;
     uint32_t free_segs = seg_free_segments(fs->seg);
     uint64_t budget = free_segs > keep ? (uint64_t)(free_segs - keep) * BLKS : 0;
-    uint64_t pending = fs_pending_blocks(fs);
+    uint64_t pending = space_pending_blocks(fs);
     return budget > pending ? budget - pending : 0;
 }
 
@@ -322,10 +330,10 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
     struct gc_control *gc = fs->gc;
     bool logical;
     if (!gc) { /* no GC (cannot happen on a read-write mount): a checkpoint is all we have */
-        int err = f2fuse_sync(fs);
+        int err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
         if (err)
             return err;
-        return fs_room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
+        return space_room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
     }
     uint64_t start = clock_mono_ns();
     pthread_mutex_lock(&gc->lock);
@@ -333,7 +341,7 @@ int gc_make_room(struct f2fuse *fs, uint64_t blocks)
     unsigned stuck = 0;
     bool synced = false;
     for (;;) {
-        if (fs_room_for(fs, blocks, &logical))
+        if (space_room_for(fs, blocks, &logical))
             break;
         if (!logical) {
             err = -ENOSPC;
@@ -381,8 +389,16 @@ void gc_note_activity(struct f2fuse *fs)
     atomic_store_explicit(&fs->activity_ns, clock_mono_ns(), memory_order_relaxed);
 }
 
-static void background_step(struct f2fuse *fs)
+/* The background thread's period: a round after every gc_idle_ms. */
+static uint64_t idle_period_ns(void *arg)
 {
+    const struct f2fuse *fs = arg;
+    return (uint64_t)fs->opts.gc_idle_ms * NS_PER_MS;
+}
+
+static void background_step(void *arg)
+{
+    struct f2fuse *fs = arg;
     struct gc_control *gc = fs->gc;
     unsigned mode = fs->opts.background_gc;
     if (fs->write_error)
@@ -403,30 +419,6 @@ static void background_step(struct f2fuse *fs)
     }
 }
 
-static void *gc_thread(void *arg)
-{
-    struct f2fuse *fs = arg;
-    struct gc_control *gc = fs->gc;
-    pthread_mutex_lock(&gc->thread_lock);
-    while (!gc->stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)fs->opts.gc_idle_ms * 1000000u;
-        until.tv_sec += (time_t)(ns / 1000000000u);
-        until.tv_nsec = (long)(ns % 1000000000u);
-        while (!gc->stopping &&
-               pthread_cond_timedwait(&gc->wake, &gc->thread_lock, &until) == 0)
-            ;
-        if (gc->stopping)
-            break;
-        pthread_mutex_unlock(&gc->thread_lock);
-        background_step(fs);
-        pthread_mutex_lock(&gc->thread_lock);
-    }
-    pthread_mutex_unlock(&gc->thread_lock);
-    return NULL;
-}
-
 /* ---- setup ------------------------------------------------------------------------------ */
 
 int gc_init(struct f2fuse *fs)
@@ -435,8 +427,6 @@ int gc_init(struct f2fuse *fs)
     if (!gc)
         return -ENOMEM;
     pthread_mutex_init(&gc->lock, NULL);
-    pthread_mutex_init(&gc->thread_lock, NULL);
-    pthread_cond_init(&gc->wake, NULL);
     /* The checkpoint's reserve for GC, rsvd_segment_count, is sized for the kernel's section
      * cleaning; f2fuse moves at most a round's worth at a time, so half of it suffices, and
      * small images cannot spare more than an eighth of their segments. */
@@ -448,7 +438,7 @@ int gc_init(struct f2fuse *fs)
     /* data logs turn to slack space reuse where user writes would touch GC's reserve
      * (nossr: only where they would otherwise fail) */
     if (fs->opts.gc_ssr)
-        seg_set_ssr_threshold(fs->seg, FS_LOG_RESERVED_SEGMENTS + gc->reserved);
+        seg_set_ssr_threshold(fs->seg, SPACE_LOG_RESERVED_SEGMENTS + gc->reserved);
     gc_note_activity(fs);
     fs->gc = gc;
     return 0;
@@ -459,22 +449,14 @@ int gc_start(struct f2fuse *fs)
     struct gc_control *gc = fs->gc;
     if (!gc || fs->opts.background_gc == F2FUSE_BGGC_OFF)
         return 0;
-    int err = -pthread_create(&gc->thread, NULL, gc_thread, fs);
-    gc->running = !err;
-    return err;
+    return ticker_start(&gc->background, idle_period_ns, background_step, fs);
 }
 
 void gc_stop(struct f2fuse *fs)
 {
     struct gc_control *gc = fs->gc;
-    if (!gc || !gc->running)
-        return;
-    pthread_mutex_lock(&gc->thread_lock);
-    gc->stopping = true;
-    pthread_cond_signal(&gc->wake);
-    pthread_mutex_unlock(&gc->thread_lock);
-    pthread_join(gc->thread, NULL);
-    gc->running = false;
+    if (gc)
+        ticker_stop(&gc->background);
 }
 
 void gc_destroy(struct f2fuse *fs)
@@ -484,8 +466,6 @@ void gc_destroy(struct f2fuse *fs)
         return;
     gc_stop(fs);
     pthread_mutex_destroy(&gc->lock);
-    pthread_mutex_destroy(&gc->thread_lock);
-    pthread_cond_destroy(&gc->wake);
     free(gc);
     fs->gc = NULL;
 }

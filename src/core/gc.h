@@ -1,7 +1,7 @@
 /* Segment cleaning (gc.c): makes free segments out of partly valid ones, so that an image
  * that is overwritten again and again stays writable up to its user-visible size.
  *
- * Foreground GC runs inside fs_reserve when the free segments left after what is dirty would
+ * Foreground GC runs inside space_reserve when the free segments left after what is dirty would
  * eat into the GC reserve: greedy victims (fewest valid blocks).  The background thread
  * (-o background_gc=on, the default) cleans cost-benefit victims while the mount is idle;
  * background_gc=sync cleans greedy victims without waiting for idleness; off: no thread.
@@ -42,9 +42,9 @@ void gc_destroy(struct f2fuse *fs);
 /* Free segments user writes must leave to GC, from the checkpoint's rsvd_segment_count. */
 uint32_t gc_reserved_segments(struct f2fuse *fs);
 
-/* Called by fs_reserve when the space check failed with the logical space available:
+/* Called by space_reserve when the space check failed with the logical space available:
  * checkpoints, then cleans greedy victims (one checkpoint per round) until
- * fs_room_for(blocks) holds.  -ENOSPC when no victim can be cleaned any more. */
+ * space_room_for(blocks) holds.  -ENOSPC when no victim can be cleaned any more. */
 int gc_make_room(struct f2fuse *fs, uint64_t blocks);
 
 /* An operation is about to change the file system (the background thread waits for idle). */

@@ -1,7 +1,8 @@
 /* The f2fs dentry name hash (fs/f2fs/hash.c): the name, 16 bytes at a time, padded with a
  * length-derived word, is folded into a 128-bit state by a TEA round.  "." and ".." hash
  * to 0. */
-#include "core/fs.h"
+#include "core/context.h"
+#include "core/dir.h"
 
 #define TEA_DELTA 0x9E3779B9u
 #define TEA_ROUNDS 16

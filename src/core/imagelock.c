@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fs.h"
+#include "core/imagelock.h"
+#include "core/context.h"
+#include "util/log.h"
 
 #define LOCK_WAIT_MS 10000 /* a previous daemon's final checkpoint and discard drain */
 #define LOCK_POLL_MS 50

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fs.h"
+#include "core/info.h"
+#include "core/context.h"
+#include "core/recovery.h"
+#include "core/segment.h"
 
 static const char *const feature_names[] = {
     "encrypt", "blkzoned", "atomic_write", "extra_attr", "project_quota", "inode_checksum",
@@ -106,7 +109,7 @@ static void usage_fill(struct f2fuse_info *info, struct seg_manager *sm)
     info->usage_known = true;
 }
 
-int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info)
+int info_fill(struct f2fuse *fs, struct f2fuse_info *info)
 {
     memset(info, 0, sizeof(*info));
     const struct f2fs_super_block *sb = &fs->sb;

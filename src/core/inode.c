@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-#include "core/fs.h"
+#include "core/inode.h"
+#include "core/context.h"
+#include "core/node.h"
 #include "util/crc.h"
 
 #define EXTRA_OFF(field) (offsetof(struct f2fs_inode, field) - offsetof(struct f2fs_inode, i_addr))

@@ -7,7 +7,16 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "core/fs.h"
+#include "core/namei.h"
+#include "core/context.h"
+#include "core/data.h"
+#include "core/dir.h"
+#include "core/fsync.h"
+#include "core/inode.h"
+#include "core/locks.h"
+#include "core/nat.h"
+#include "core/node.h"
+#include "core/space.h"
 
 static void now_into(uint64_t *sec, uint32_t *nsec)
 {
@@ -294,7 +303,7 @@ static void ns_end(struct f2fuse *fs, const uint32_t *inos, int n)
     inode_unlock_many(fs, inos, n);
     pthread_mutex_unlock(&fs->ns_lock);
     pthread_rwlock_unlock(&fs->cp_lock);
-    fs_after_change(fs);
+    space_after_change(fs);
 }
 
 /* Looks up name in dir: 0 and *ino when present, -ENOENT when absent. */
@@ -325,9 +334,9 @@ static int check_name(const char *name, size_t len)
 
 /* Creates name in parent; what == S_IFLNK takes target.  The new inode's attributes go to
  * out. */
-static int create_common(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
-                         uint32_t mode, uint64_t rdev, uint32_t uid, uint32_t gid,
-                         const char *target, struct f2fuse_attr *out)
+int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
+                 uint64_t rdev, uint32_t uid, uint32_t gid, const char *target,
+                 struct f2fuse_attr *out)
 {
     int err = fs_writable(fs);
     if (err)
@@ -338,7 +347,7 @@ static int create_common(struct f2fuse *fs, uint32_t parent, const char *name, s
     size_t tlen = target ? strlen(target) : 0;
     if (target && (tlen == 0 || tlen > F2FS_MAX_SYMLINK))
         return tlen ? -ENAMETOOLONG : -ENOENT;
-    err = fs_reserve(fs, 4);
+    err = space_reserve(fs, 4);
     if (err)
         return err;
     ns_begin(fs, &parent, 1);
@@ -399,38 +408,8 @@ static int create_common(struct f2fuse *fs, uint32_t parent, const char *name, s
     return err;
 }
 
-int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
-                 uint64_t rdev, uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
-{
-    switch (mode & S_IFMT) {
-    case 0:
-        mode |= S_IFREG;
-        break;
-    case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
-        break;
-    default:
-        return -EINVAL;
-    }
-    return fs_op_result(fs, "mknod",
-                        create_common(fs, parent, name, len, mode, rdev, uid, gid, NULL, out));
-}
-
-int f2fuse_mkdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
-                 uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
-{
-    return fs_op_result(fs, "mkdir", create_common(fs, parent, name, len, S_IFDIR | (mode & 07777),
-                                                   0, uid, gid, NULL, out));
-}
-
-int f2fuse_symlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
-                   const char *target, uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
-{
-    return fs_op_result(fs, "symlink", create_common(fs, parent, name, len, S_IFLNK | 0777, 0,
-                                                     uid, gid, target, out));
-}
-
-static int link_op(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
-                   struct f2fuse_attr *out)
+int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
+               struct f2fuse_attr *out)
 {
     int err = fs_writable(fs);
     if (err)
@@ -438,7 +417,7 @@ static int link_op(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char 
     err = check_name(name, len);
     if (err)
         return err;
-    err = fs_reserve(fs, 2);
+    err = space_reserve(fs, 2);
     if (err)
         return err;
     uint32_t inos[2] = {parent, ino};
@@ -499,8 +478,7 @@ static int drop_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
     return 1; /* the caller frees it once it has let go of the page */
 }
 
-static int remove_common(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
-                         bool want_dir)
+int namei_remove(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, bool want_dir)
 {
     int err = fs_writable(fs);
     if (err)
@@ -554,37 +532,13 @@ static int remove_common(struct f2fuse *fs, uint32_t parent, const char *name, s
         inode_unlock_many(fs, inos, 2);
     pthread_mutex_unlock(&fs->ns_lock);
     pthread_rwlock_unlock(&fs->cp_lock);
-    fs_after_change(fs);
+    space_after_change(fs);
     return err;
-}
-
-int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t n)
-{
-    if (!fs->opts.track_lookups || ino == fs->root_ino)
-        return 0;
-    pthread_rwlock_rdlock(&fs->cp_lock);
-    int err = inode_forget(fs, ino, n);
-    pthread_rwlock_unlock(&fs->cp_lock);
-    return fs_op_result(fs, "forget", err);
 }
 
 int inode_lookup_ref(struct f2fuse *fs, uint32_t ino)
 {
     return take_lookup_ref(fs, ino);
-}
-
-int f2fuse_unlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len)
-{
-    return fs_op_result(fs, "unlink", remove_common(fs, parent, name, len, false));
-}
-
-int f2fuse_rmdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t len)
-{
-    if ((len == 1 && name[0] == '.'))
-        return -EINVAL;
-    if (len == 2 && name[0] == '.' && name[1] == '.')
-        return -ENOTEMPTY;
-    return fs_op_result(fs, "rmdir", remove_common(fs, parent, name, len, true));
 }
 
 /* Is ancestor an ancestor of (or equal to) dir?  Walks ".." up to the root. */
@@ -632,8 +586,8 @@ static void set_name_hint(struct page *ipage, uint32_t parent, const char *name,
     memcpy(ri->i_name, name, len);
 }
 
-static int rename_op(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
-                     uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
+int namei_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
+                 uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
 {
     int err = fs_writable(fs);
     if (err)
@@ -647,7 +601,7 @@ static int rename_op(struct f2fuse *fs, uint32_t old_parent, const char *old_nam
         return err;
     if (old_len > F2FS_NAME_LEN)
         return -ENAMETOOLONG;
-    err = fs_reserve(fs, 4);
+    err = space_reserve(fs, 4);
     if (err)
         return err;
 
@@ -797,21 +751,7 @@ unlock:
         inode_unlock_many(fs, all, nlocked);
     pthread_mutex_unlock(&fs->ns_lock);
     pthread_rwlock_unlock(&fs->cp_lock);
-    fs_after_change(fs);
+    space_after_change(fs);
     return err;
 }
 
-/* The public entry points: an operation that fails part-way turns the mount read-only
- * (fault.c). */
-int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
-                struct f2fuse_attr *out)
-{
-    return fs_op_result(fs, "link", link_op(fs, ino, parent, name, len, out));
-}
-
-int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
-                  uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
-{
-    return fs_op_result(fs, "rename", rename_op(fs, old_parent, old_name, old_len, new_parent,
-                                                new_name, new_len, flags));
-}

@@ -24,7 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fs.h"
+#include "core/nat.h"
+#include "core/context.h"
+#include "core/node.h"
+#include "util/log.h"
+#include "util/stats.h"
 
 /* NAT blocks read per free-nid refill (the kernel's FREE_NID_PAGES), and so the most nids
  * one refill can cache. */

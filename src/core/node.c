@@ -4,7 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fs.h"
+#include "core/node.h"
+#include "core/context.h"
+#include "core/fsync.h"
+#include "core/inode.h"
+#include "core/nat.h"
+#include "core/segment.h"
 
 bool nid_valid(const struct f2fuse *fs, uint32_t nid)
 {

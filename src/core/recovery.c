@@ -22,9 +22,17 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/recovery.h"
+#include "core/context.h"
+#include "core/data.h"
+#include "core/dir.h"
 #include "core/extent.h"
-#include "core/fs.h"
+#include "core/inode.h"
+#include "core/nat.h"
+#include "core/node.h"
+#include "core/segment.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 struct chain_node {
     uint32_t blkaddr;

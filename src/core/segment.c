@@ -26,8 +26,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/fs.h"
+#include "core/segment.h"
+#include "core/context.h"
+#include "core/discard.h"
 #include "util/clock.h"
+#include "util/log.h"
+#include "util/stats.h"
 
 #define BLKS F2FS_BLOCKS_PER_SEG
 #define NO_LOG (-1)

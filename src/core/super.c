@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fs.h"
+#include "core/super.h"
+#include "core/context.h"
 #include "util/crc.h"
+#include "util/log.h"
 
 /* Features f2fuse reads; anything else set in the superblock refuses the mount. */
 #define FEATURES_READABLE                                                                 \

@@ -30,9 +30,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/fs.h"
-#include "core/writeback_ctl.h"
+#include "core/context.h"
+#include "core/data.h"
+#include "core/inode.h"
+#include "core/segment.h"
 #include "util/clock.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/stats.h"
+#include "core/writeback_ctl.h"
 
 #define WB_MAX_CHUNK 1024u /* pages: a slot's buffer */
 #define WB_MAX_INODES 16u  /* inodes merged into one chunk */

@@ -6,7 +6,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/fs.h"
+#include "core/xattr.h"
+#include "core/context.h"
+#include "core/data.h"
+#include "core/fsync.h"
+#include "core/inode.h"
+#include "core/locks.h"
+#include "core/namei.h"
+#include "core/node.h"
+#include "core/space.h"
 
 #define XATTR_ALIGN(n) (((n) + 3u) & ~3u)
 #define ACL_XATTR_VERSION 2u
@@ -499,4 +507,31 @@ int xattr_drop_capability(struct f2fuse *fs, struct inode_info *ii, struct page 
         return err;
     fsync_needs_checkpoint(fs, ii->ino); /* as any xattr change (roll-forward replays none) */
     return 1;
+}
+
+/* setxattr/removexattr: the whole operation, as file.c's are. */
+int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
+                 size_t size, int flags)
+{
+    int err = fs_writable(fs);
+    if (!err)
+        err = space_reserve(fs, 2);
+    if (err)
+        return err;
+    op_change_begin(fs, ino);
+    struct page *page;
+    struct inode_info ii;
+    err = inode_get(fs, ino, &page, &ii);
+    if (!err) {
+        err = xattr_set(fs, &ii, page, name, value, size, flags);
+        fsync_needs_checkpoint(fs, ino);
+        if (!err) {
+            inode_touch(page, false, true);
+            pcache_mark_dirty(fs->cache, page);
+        }
+        pcache_put(fs->cache, page);
+    }
+    op_change_end(fs, ino);
+    space_after_change(fs);
+    return err;
 }

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/fs.h"
+#include "api/api.h"
 #include "util/crc.h"
 
 #ifndef F2FUSE_SRC_ROOT

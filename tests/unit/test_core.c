@@ -3,7 +3,7 @@
 #include <errno.h>
 
 #include "check.h"
-#include "core/fs.h"
+#include "api/api.h"
 #include "util/crc.h"
 
 static void hash_matches_f2fs_tools(void)

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/fs.h"
+#include "api/api.h"
 
 #define BLK 4096u
 #define SEGB F2FS_BLOCKS_PER_SEG

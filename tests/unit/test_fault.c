@@ -11,7 +11,7 @@
 
 #include "blk/blk_fault.h"
 #include "check.h"
-#include "core/fs.h"
+#include "api/api.h"
 #include "f2fuse_test.h"
 
 static char img[256];

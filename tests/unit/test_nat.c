@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/fs.h"
+#include "api/api.h"
 
 /* mkfs.f2fs 1.15 on 64 MiB leaves sload room for about one segment per log (the rest is
  * over-provisioning), too little for the tree below; the sload image is 128 MiB.  Both

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/fs.h"
+#include "api/api.h"
 #include "util/crc.h"
 
 #define BLKS F2FS_BLOCKS_PER_SEG

@@ -1,0 +1,90 @@
+/* Whole-mount operations: statfs, trim, info, statistics and live tuning. */
+#include <string.h>
+
+#include "api/api.h"
+
+int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
+{
+    const struct f2fs_checkpoint *cp = fs->cp;
+    memset(st, 0, sizeof(*st));
+    uint64_t user = le64(cp->user_block_count), valid = le64(cp->valid_block_count);
+    if (fs->seg) {
+        valid = space_used_blocks(fs);
+        if (valid > user)
+            valid = user;
+    }
+    uint64_t nodes = fs->max_nid - F2FS_RESERVED_NODE_NUM;
+    st->f_bsize = st->f_frsize = F2FS_BLKSIZE;
+    st->f_blocks = user;
+    st->f_bfree = st->f_bavail = user - valid;
+    st->f_files = nodes;
+    uint64_t free_nodes = nodes - (fs->nat ? nat_valid_nodes(fs->nat) : le32(cp->valid_node_count));
+    st->f_ffree = st->f_favail = free_nodes < st->f_bavail ? free_nodes : st->f_bavail;
+    uint64_t fsid;
+    memcpy(&fsid, fs->sb.uuid, sizeof(fsid));
+    st->f_fsid = (unsigned long)(fsid ^ (fsid >> 32));
+    st->f_namemax = F2FS_NAME_LEN;
+    if (fs->opts.read_only)
+        st->f_flag |= ST_RDONLY;
+    return 0;
+}
+
+int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value)
+{
+    return writeback_tune(fs, name, value); /* writeback.c */
+}
+
+void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
+{
+    blk_emit_stats(fs->dev, fn, arg);
+    pcache_emit_stats(fs->cache, fn, arg);
+    if (fs->seg)
+        seg_emit_stats(fs->seg, fn, arg);
+    if (fs->nat)
+        nat_emit_stats(fs->nat, fn, arg);
+    checkpoint_merge_stats(fs, fn, arg);
+    discard_emit_stats(fs, fn, arg); /* discard.c */
+    writeback_emit_stats(fs, fn, arg); /* writeback.c */
+    gc_emit_stats(fs, fn, arg);      /* gc.c */
+    fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
+    fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
+    fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
+    fn(arg, "fsync.flushes", atomic_load(&fs->flushes.issued));
+    fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));
+    fn(arg, "fsync.no_room", atomic_load(&fs->fsync_no_room));
+    fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
+    fn(arg, "recovery.names", atomic_load(&fs->recovered_names));
+    fn(arg, "fs.stale_tails_zeroed", atomic_load(&fs->stale_tails_zeroed));
+    fn(arg, "fs.pinned_inplace_writes", atomic_load(&fs->pinned_inplace_writes));
+    fn(arg, "read.extent_hits", atomic_load(&fs->extent_hits));
+    fn(arg, "read.extent_misses", atomic_load(&fs->extent_misses));
+    fn(arg, "read.extent_rejected", atomic_load(&fs->extent_rejected));
+    fn(arg, "fs.data_pages_written", atomic_load(&fs->data_pages_written));
+    fn(arg, "fs.node_pages_written", atomic_load(&fs->node_pages_written));
+    fn(arg, "fs.corrupt_hits", atomic_load(&fs->corrupt_hits));
+    /* the checkpoint writer replaces these under cp_lock */
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    uint64_t ver = fs->cp_ver, valid = le64(fs->cp->valid_block_count);
+    uint32_t nodes = le32(fs->cp->valid_node_count), inodes = le32(fs->cp->valid_inode_count);
+    pthread_rwlock_unlock(&fs->cp_lock);
+    fn(arg, "fs.checkpoint_version", ver);
+    fn(arg, "fs.valid_blocks", valid);
+    fn(arg, "fs.valid_nodes", nodes);
+    fn(arg, "fs.valid_inodes", inodes);
+}
+int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
+                uint64_t *trimmed)
+{
+    return discard_trim(fs, start, len, minlen, trimmed, NULL, NULL);
+}
+
+int f2fuse_trim_progress(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
+                         uint64_t *trimmed, f2fuse_progress_fn fn, void *arg)
+{
+    return discard_trim(fs, start, len, minlen, trimmed, fn, arg);
+}
+
+int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info)
+{
+    return info_fill(fs, info);
+}

@@ -1,0 +1,54 @@
+/* The operations that change one inode: write, setattr, fallocate, extended attributes,
+ * open and release.  An operation that fails part-way turns the mount read-only
+ * (fs_op_result). */
+#include "api/api.h"
+
+int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
+                    size_t size, int flags)
+{
+    static const char empty;
+    return fs_op_result(fs, "setxattr",
+                        xattr_change(fs, ino, name, value ? value : &empty, size, flags));
+}
+
+int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name)
+{
+    return fs_op_result(fs, "removexattr", xattr_change(fs, ino, name, NULL, 0, 0));
+}
+
+int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino)
+{
+    return inode_open(fs, ino);
+}
+
+/* The public entry points: an operation that fails part-way turns the mount read-only
+ * (fault.c). */
+ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off)
+{
+    return f2fuse_write_ex(fs, ino, buf, size, off, 0, NULL);
+}
+
+ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size,
+                        uint64_t off, unsigned flags, bool *mode_changed)
+{
+    if (mode_changed)
+        *mode_changed = false;
+    ssize_t ret = file_write(fs, ino, buf, size, off, flags, mode_changed);
+    return ret < 0 ? fs_op_result(fs, "write", (int)ret) : ret;
+}
+
+int f2fuse_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *sa,
+                   struct f2fuse_attr *attr)
+{
+    return fs_op_result(fs, "setattr", file_setattr(fs, ino, sa, attr));
+}
+
+int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint64_t len)
+{
+    return fs_op_result(fs, "fallocate", file_fallocate(fs, ino, mode, off, len));
+}
+
+int f2fuse_release(struct f2fuse *fs, uint32_t ino)
+{
+    return fs_op_result(fs, "release", file_release(fs, ino));
+}

@@ -1,0 +1,151 @@
+/* The mount context: struct f2fuse, the one object every piece of a mount's state hangs
+ * off, and the few helpers every mechanism shares (corruption reports, the write-error policy,
+ * allocation that fault injection can fail).  Each mechanism's interface is in its own header */
+#ifndef F2FUSE_CORE_CONTEXT_H
+#define F2FUSE_CORE_CONTEXT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "blk/blk.h"
+#include "cache/pcache.h"
+#include "core/checkpoint_merge.h"
+#include "core/flush_merge.h"
+#include "core/format.h"
+#include "f2fuse.h"
+#include "util/ticker.h"
+
+struct seg_manager;
+struct nat_manager;
+struct discard_control;
+struct wb_control;
+struct gc_control;
+struct inode_ref;
+
+#define INODE_LOCK_STRIPES 64
+
+/* Everything known about a mounted image.  Geometry and checkpoint state are read once at
+ * mount and are immutable on a read-only mount. */
+struct f2fuse {
+    struct f2fuse_options opts;
+    struct blk_dev *dev;
+    struct pcache *cache;
+
+    struct f2fs_super_block sb; /* the valid copy, as on disk */
+    uint32_t features;
+    uint32_t main_blkaddr;      /* first block of the main area */
+    uint32_t main_blkend;       /* one past its last block */
+    uint32_t nat_blkaddr;
+    uint32_t nat_blocks;        /* blocks in one NAT copy */
+    uint32_t max_nid;           /* nids are < max_nid */
+    uint32_t root_ino;
+    uint32_t uuid_crc;          /* inode checksum seed: crc over the uuid */
+
+    void *cp_block;             /* the valid checkpoint's first block (4 KiB) */
+    const struct f2fs_checkpoint *cp;
+    uint64_t cp_ver;
+    uint32_t cp_start;          /* first block of the valid pack */
+    const uint8_t *nat_bitmap;  /* which copy of each NAT block is current (in cp_block) */
+    uint32_t nat_bitmap_bytes;
+
+    struct nat_journal_entry nat_journal[NAT_JOURNAL_ENTRIES];
+    unsigned nat_journal_count;
+
+    /* The write side (NULL on a read-only mount). */
+    struct seg_manager *seg;
+    struct nat_manager *nat;
+    struct discard_control *discard; /* discard.c */
+    struct wb_control *wb;           /* writeback.c: the flusher, throttling, tunables */
+    struct gc_control *gc;           /* gc.c: segment cleaning */
+
+    /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
+     * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
+     * data, size and dentries are guarded by one of the inode_locks stripes (taken in
+     * stripe order when an operation needs two).  A stripe is a reader-writer lock:
+     * reading operations share it, so that reads of one file (fio's queue depth, readahead)
+     * wait for the device side by side; changes hold it exclusively.  Writers are
+     * preferred, so a stream of reads cannot starve writeback. */
+    pthread_rwlock_t cp_lock;
+    pthread_mutex_t ns_lock;
+    pthread_rwlock_t inode_locks[INODE_LOCK_STRIPES];
+    atomic_uint_fast64_t data_pages_written, node_pages_written;
+    atomic_uint_fast32_t next_generation;
+    int write_error;            /* set when a checkpoint failed: the mount turns read-only */
+
+    /* References the caller holds (opens, FUSE lookups): namei.c. */
+    pthread_mutex_t ref_lock;
+    struct inode_ref **refs;
+
+    struct cp_control cpc;
+    enum blk_prio io_prio; /* of the writes the running checkpoint or fsync issues */
+
+    /* fsync fast path: one at a time, so that the warm node chain has no gaps; inodes that
+     * changed in ways roll-forward cannot replay (linked, renamed, truncated, xattrs, not
+     * regular files; directories that lost a name) since the last checkpoint make their
+     * fsync a checkpoint.  A regular file created since then is replayed with its name
+     * (the dentry mark) when its parent is in the checkpoint and lost no name since. */
+    pthread_mutex_t fsync_lock;
+    struct flush_merge flushes; /* flush_merge.c: the fast fsyncs' shared flushes */
+    uint8_t *fsync_needs_cp; /* one bit per nid, cleared by each checkpoint */
+    uint8_t *fsync_new_name; /* one bit per nid: created since (same allocation, cleared too) */
+    uint32_t fsync_needs_cp_end; /* bytes of both that may have bits set */
+    atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes, recovered_names;
+    atomic_uint_fast64_t fsync_no_room; /* fast fsyncs that checkpointed: recovery's room */
+    atomic_uint_fast64_t stale_tails_zeroed; /* data_zero_past_end found a stale tail */
+    /* extent.c: file blocks mapped through an inode's extent / through its nodes, and
+     * extents found not valid (then not read through; the first one is logged) */
+    atomic_uint_fast64_t extent_hits, extent_misses, extent_rejected;
+    atomic_bool extent_rejected_logged;
+    /* data.c: blocks of pinned files (PIN_FILE) rewritten at their own address */
+    atomic_uint_fast64_t pinned_inplace_writes;
+    /* CLOCK_MONOTONIC ns of the last write-side request (space_reserve): background GC and
+     * online discard wait for this to be old enough */
+    atomic_uint_fast64_t activity_ns;
+
+    struct ticker cp_timer; /* checkpoint_timer.c */
+
+    atomic_uint_fast64_t corrupt_hits; /* times a damaged structure was met */
+    atomic_uint_fast64_t inode_reads;
+
+    /* imagelock.c: one writer per image (flock held by a read-write open). */
+    int lock_fd;
+    bool in_use_rw; /* read-only open: another program had it open read-write */
+};
+
+/* A zeroed context with its options and locks set up (NULL without memory), and its
+ * release once every mechanism is gone. */
+struct f2fuse *context_create(const struct f2fuse_options *opts);
+void context_free(struct f2fuse *fs);
+
+/* Logs a corruption with the structure's name and returns -EIO. */
+int fs_corrupt(struct f2fuse *fs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* -EROFS on a read-only mount, -EIO once a write error turned the mount read-only. */
+int fs_writable(struct f2fuse *fs);
+
+/* fault.c: the policy for an operation that fails part-way with EIO,
+ * ENOMEM or EUCLEAN on a writable mount: it may have changed pages in memory, so the mount
+ * stops checkpointing (write_error) and turns read-only.  Returns err. */
+int fs_op_result(struct f2fuse *fs, const char *op, int err);
+/* Records the mount's first write error (it turns read-only and writes no further
+ * checkpoint); true when err is the first, so that the caller says what failed. */
+static inline bool fs_first_write_error(struct f2fuse *fs, int err)
+{
+    int none = 0;
+    return __atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+/* malloc/calloc for the core's per-operation buffers, failing where fault=alloc:N says. */
+static inline void *fs_malloc(struct f2fuse *fs, size_t n)
+{
+    return pcache_alloc_fails(fs->cache) ? NULL : malloc(n);
+}
+static inline void *fs_calloc(struct f2fuse *fs, size_t n, size_t size)
+{
+    return pcache_alloc_fails(fs->cache) ? NULL : calloc(n, size);
+}
+
+#endif

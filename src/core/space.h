@@ -1,0 +1,27 @@
+/* Space policy: may an operation allocate N blocks, and what must happen first */
+#ifndef F2FUSE_CORE_SPACE_H
+#define F2FUSE_CORE_SPACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct f2fuse;
+
+/* Every write operation asks before it changes anything: 0 when blocks more fit (making
+ * room first by checkpoint and GC when only free segments are short), -ENOSPC when the
+ * user-visible space cannot hold them. */
+int space_reserve(struct f2fuse *fs, uint64_t blocks);
+/* After a change: a checkpoint when the page cache is over its budget. */
+void space_after_change(struct f2fuse *fs);
+
+/* Would blocks more (plus what is dirty) fit?  *logical: in the user-visible space;
+ * the result also asks for free segments beyond the node logs' and GC's reserve. */
+bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical);
+/* Blocks that writing back what is dirty now could take. */
+uint64_t space_pending_blocks(struct f2fuse *fs);
+/* Blocks of the user-visible space in use: valid plus reserved (data and nodes). */
+uint64_t space_used_blocks(struct f2fuse *fs);
+/* Free segments kept for the node logs and the hot data log of one checkpoint. */
+#define SPACE_LOG_RESERVED_SEGMENTS 4u
+
+#endif
