@@ -141,7 +141,7 @@ int fsync_file(struct f2fuse *fs, uint32_t ino, enum blk_prio prio, uint32_t tid
                 pthread_mutex_lock(&fs->fsync_lock);
                 /* A crash must leave recovery the room to replay this chain: with free
                  * space short, a checkpoint instead (which also frees the prefree). */
-                fast = seg_room_for_roll_forward(fs->seg, FSYNC_NODES_MARGIN);
+                fast = space_room_for_roll_forward(fs, FSYNC_NODES_MARGIN);
                 if (fast) {
                     fs->io_prio = prio; /* no checkpoint (cp_lock), no other fsync */
                     err = node_writeback(fs, ino, dentry_mark);
@@ -166,7 +166,7 @@ int fsync_file(struct f2fuse *fs, uint32_t ino, enum blk_prio prio, uint32_t tid
         atomic_fetch_add(&fs->fsync_fast, 1);
         /* An fsync of more nodes than the margin may have used up the room: restore it
          * now rather than leave it to the next fsync. */
-        if (seg_room_for_roll_forward(fs->seg, 0))
+        if (space_room_for_roll_forward(fs, 0))
             return 0;
         atomic_fetch_add(&fs->fsync_no_room, 1);
         return checkpoint_request_by(fs, prio, tid, CP_METADATA);

@@ -33,7 +33,6 @@
 #define GC_MAX_VICTIMS 8          /* per round, i.e. per checkpoint */
 #define BG_MAX_VICTIMS 2
 #define BG_MAX_VALID (BLKS * 3 / 4) /* background GC leaves segments fuller than this */
-#define GC_STUCK_ROUNDS 3         /* foreground rounds without progress before ENOSPC */
 #define DEFAULT_IDLE_MS 1000u
 
 struct gc_control {
@@ -325,61 +324,25 @@ static int gc_round(struct f2fuse *fs, bool background, enum gc_policy policy, u
 
 /* ---- foreground ------------------------------------------------------------------------- */
 
-int gc_make_room(struct f2fuse *fs, uint64_t blocks)
+void gc_foreground_begin(struct f2fuse *fs)
+{
+    pthread_mutex_lock(&fs->gc->lock);
+}
+
+int gc_foreground_round(struct f2fuse *fs)
+{
+    uint32_t cleaned;
+    int err = gc_round(fs, false, GC_GREEDY, round_budget(fs), GC_MAX_VICTIMS, &cleaned);
+    return err == -EAGAIN ? -ENOSPC : err;
+}
+
+void gc_foreground_end(struct f2fuse *fs, int err, uint64_t waited_ns)
 {
     struct gc_control *gc = fs->gc;
-    bool logical;
-    if (!gc) { /* no GC (cannot happen on a read-write mount): a checkpoint is all we have */
-        int err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
-        if (err)
-            return err;
-        return space_room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
-    }
-    uint64_t start = clock_mono_ns();
-    pthread_mutex_lock(&gc->lock);
-    int err = 0;
-    unsigned stuck = 0;
-    bool synced = false;
-    for (;;) {
-        if (space_room_for(fs, blocks, &logical))
-            break;
-        if (!logical) {
-            err = -ENOSPC;
-            break;
-        }
-        /* What is dirty goes first: its checkpoint also turns prefree segments free. */
-        if (!synced && (seg_prefree_segments(fs->seg) || pcache_dirty_count(fs->cache, PAGE_DATA) ||
-                        pcache_dirty_count(fs->cache, PAGE_NODE))) {
-            synced = true;
-            err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
-            if (err)
-                break;
-            continue;
-        }
-        synced = true;
-        uint32_t before = seg_free_segments(fs->seg);
-        uint32_t cleaned;
-        err = gc_round(fs, false, GC_GREEDY, round_budget(fs), GC_MAX_VICTIMS, &cleaned);
-        if (err == -EAGAIN) {
-            err = -ENOSPC;
-            break;
-        }
-        if (err)
-            break;
-        if (seg_free_segments(fs->seg) <= before) {
-            if (++stuck >= GC_STUCK_ROUNDS) {
-                err = -ENOSPC;
-                break;
-            }
-        } else {
-            stuck = 0;
-        }
-    }
     if (err == -ENOSPC)
         atomic_fetch_add(&gc->enospc, 1);
     pthread_mutex_unlock(&gc->lock);
-    atomic_fetch_add(&gc->fg_wait_ns, clock_mono_ns() - start);
-    return err;
+    atomic_fetch_add(&gc->fg_wait_ns, waited_ns);
 }
 
 /* ---- background ------------------------------------------------------------------------- */

@@ -42,10 +42,13 @@ void gc_destroy(struct f2fuse *fs);
 /* Free segments user writes must leave to GC, from the checkpoint's rsvd_segment_count. */
 uint32_t gc_reserved_segments(struct f2fuse *fs);
 
-/* Called by space_reserve when the space check failed with the logical space available:
- * checkpoints, then cleans greedy victims (one checkpoint per round) until
- * space_room_for(blocks) holds.  -ENOSPC when no victim can be cleaned any more. */
-int gc_make_room(struct f2fuse *fs, uint64_t blocks);
+/* Foreground cleaning, for space_reserve (space.c decides when): begin takes the GC lock
+ * (one cleaner at a time; the background thread skips its round meanwhile), each round
+ * cleans greedy victims with one checkpoint (-ENOSPC when none can be cleaned), end
+ * counts the outcome and the time the writer waited, and unlocks. */
+void gc_foreground_begin(struct f2fuse *fs);
+int gc_foreground_round(struct f2fuse *fs);
+void gc_foreground_end(struct f2fuse *fs, int err, uint64_t waited_ns);
 
 /* An operation is about to change the file system (the background thread waits for idle). */
 void gc_note_activity(struct f2fuse *fs);

@@ -5,6 +5,7 @@
 #include "core/context.h"
 #include "core/gc.h"
 #include "core/segment.h"
+#include "util/clock.h"
 
 /* Blocks that writing back what is dirty now could take, with room for the nodes that
  * writeback itself dirties. */
@@ -49,6 +50,59 @@ bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
            data <= writable + seg_ssr_blocks(fs->seg);
 }
 
+bool space_room_for_roll_forward(struct f2fuse *fs, uint32_t more_nodes)
+{
+    return seg_room_for_roll_forward(fs->seg, more_nodes);
+}
+
+/* Foreground rounds without progress (no segment freed) before ENOSPC. */
+#define STUCK_ROUNDS 3
+
+/* The space check failed with the user-visible space available: free segments are short.
+ * A checkpoint comes first (it writes back what is dirty and turns prefree segments free),
+ * then GC rounds until blocks fit, or ENOSPC once GC makes no progress. */
+static int make_room(struct f2fuse *fs, uint64_t blocks)
+{
+    bool logical;
+    if (!fs->gc) { /* no GC (cannot happen on a read-write mount): a checkpoint is all we have */
+        int err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
+        if (err)
+            return err;
+        return space_room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
+    }
+    uint64_t start = clock_mono_ns();
+    gc_foreground_begin(fs);
+    int err = 0;
+    unsigned stuck = 0;
+    bool synced = false;
+    while (!space_room_for(fs, blocks, &logical)) {
+        if (!logical) {
+            err = -ENOSPC;
+            break;
+        }
+        if (!synced && (seg_prefree_segments(fs->seg) || pcache_dirty_count(fs->cache, PAGE_DATA) ||
+                        pcache_dirty_count(fs->cache, PAGE_NODE))) {
+            synced = true;
+            err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
+            if (err)
+                break;
+            continue;
+        }
+        synced = true;
+        uint32_t before = seg_free_segments(fs->seg);
+        err = gc_foreground_round(fs);
+        if (err)
+            break;
+        stuck = seg_free_segments(fs->seg) > before ? 0 : stuck + 1;
+        if (stuck >= STUCK_ROUNDS) {
+            err = -ENOSPC;
+            break;
+        }
+    }
+    gc_foreground_end(fs, err, clock_mono_ns() - start);
+    return err;
+}
+
 int space_reserve(struct f2fuse *fs, uint64_t blocks)
 {
     bool logical;
@@ -59,7 +113,7 @@ int space_reserve(struct f2fuse *fs, uint64_t blocks)
         return -ENOSPC;
     /* Out-of-place writes need free segments: a checkpoint writes back what is dirty and
      * turns the segments it emptied into free ones, and GC (gc.c) cleans victims. */
-    return gc_make_room(fs, blocks);
+    return make_room(fs, blocks);
 }
 
 void space_after_change(struct f2fuse *fs)

@@ -24,4 +24,10 @@ uint64_t space_used_blocks(struct f2fuse *fs);
 /* Free segments kept for the node logs and the hot data log of one checkpoint. */
 #define SPACE_LOG_RESERVED_SEGMENTS 4u
 
+/* Whether a roll-forward recovery after a crash now, with more_nodes further nodes in the
+ * fsync chain, would find the free segments its checkpoint needs (segment.c counts what
+ * the logs allocated since the last checkpoint).  A fast fsync checkpoints instead when
+ * not. */
+bool space_room_for_roll_forward(struct f2fuse *fs, uint32_t more_nodes);
+
 #endif
