@@ -47,11 +47,11 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     writeback_emit_stats(fs, fn, arg); /* writeback.c */
     gc_emit_stats(fs, fn, arg);      /* gc.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
-    fn(arg, "fsync.fast", atomic_load(&fs->fsync_fast));
+    fn(arg, "fsync.fast", atomic_load(&fs->fsync.fast));
     fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
     fn(arg, "fsync.flushes", atomic_load(&fs->flushes.issued));
-    fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync_checkpoint));
-    fn(arg, "fsync.no_room", atomic_load(&fs->fsync_no_room));
+    fn(arg, "fsync.checkpoint", atomic_load(&fs->fsync.checkpoints));
+    fn(arg, "fsync.no_room", atomic_load(&fs->fsync.no_room));
     fn(arg, "recovery.inodes", atomic_load(&fs->recovered_inodes));
     fn(arg, "recovery.names", atomic_load(&fs->recovered_names));
     fn(arg, "fs.stale_tails_zeroed", atomic_load(&fs->stale_tails_zeroed));

@@ -15,6 +15,7 @@
 #include "core/checkpoint_merge.h"
 #include "core/flush_merge.h"
 #include "core/format.h"
+#include "core/fsync.h"
 #include "f2fuse.h"
 #include "util/ticker.h"
 
@@ -82,18 +83,9 @@ struct f2fuse {
     struct cp_control cpc;
     enum blk_prio io_prio; /* of the writes the running checkpoint or fsync issues */
 
-    /* fsync fast path: one at a time, so that the warm node chain has no gaps; inodes that
-     * changed in ways roll-forward cannot replay (linked, renamed, truncated, xattrs, not
-     * regular files; directories that lost a name) since the last checkpoint make their
-     * fsync a checkpoint.  A regular file created since then is replayed with its name
-     * (the dentry mark) when its parent is in the checkpoint and lost no name since. */
-    pthread_mutex_t fsync_lock;
+    struct fsync_state fsync;   /* fsync.c */
     struct flush_merge flushes; /* flush_merge.c: the fast fsyncs' shared flushes */
-    uint8_t *fsync_needs_cp; /* one bit per nid, cleared by each checkpoint */
-    uint8_t *fsync_new_name; /* one bit per nid: created since (same allocation, cleared too) */
-    uint32_t fsync_needs_cp_end; /* bytes of both that may have bits set */
-    atomic_uint_fast64_t fsync_fast, fsync_checkpoint, recovered_inodes, recovered_names;
-    atomic_uint_fast64_t fsync_no_room; /* fast fsyncs that checkpointed: recovery's room */
+    atomic_uint_fast64_t recovered_inodes, recovered_names; /* recovery.c */
     atomic_uint_fast64_t stale_tails_zeroed; /* data_zero_past_end found a stale tail */
     /* extent.c: file blocks mapped through an inode's extent / through its nodes, and
      * extents found not valid (then not read through; the first one is logged) */

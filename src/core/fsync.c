@@ -18,29 +18,29 @@
 
 int fsync_init(struct f2fuse *fs)
 {
-    fs->fsync_needs_cp = calloc(2 * (fs->max_nid / 8 + 1), 1);
-    if (!fs->fsync_needs_cp)
+    fs->fsync.needs_cp = calloc(2 * (fs->max_nid / 8 + 1), 1);
+    if (!fs->fsync.needs_cp)
         return -ENOMEM;
-    fs->fsync_new_name = fs->fsync_needs_cp + fs->max_nid / 8 + 1;
+    fs->fsync.new_name = fs->fsync.needs_cp + fs->max_nid / 8 + 1;
     return 0;
 }
 
 void fsync_destroy(struct f2fuse *fs)
 {
-    free(fs->fsync_needs_cp);
-    fs->fsync_needs_cp = fs->fsync_new_name = NULL;
+    free(fs->fsync.needs_cp);
+    fs->fsync.needs_cp = fs->fsync.new_name = NULL;
 }
 
 /* The bits are set by operations holding cp_lock shared and cleared by a checkpoint
  * holding it exclusively; accesses are atomic as several operations set bits at once.
- * fsync_needs_cp_end bounds the bytes a checkpoint has to clear. */
+ * fsync.needs_cp_end bounds the bytes a checkpoint has to clear. */
 static void set_fsync_bit(struct f2fuse *fs, uint8_t *map, uint32_t ino)
 {
     if (!map || ino >= fs->max_nid)
         return;
     __atomic_fetch_or(&map[ino / 8], (uint8_t)(1u << (ino % 8)), __ATOMIC_RELAXED);
-    uint32_t end = ino / 8 + 1, cur = __atomic_load_n(&fs->fsync_needs_cp_end, __ATOMIC_RELAXED);
-    while (cur < end && !__atomic_compare_exchange_n(&fs->fsync_needs_cp_end, &cur, end, true,
+    uint32_t end = ino / 8 + 1, cur = __atomic_load_n(&fs->fsync.needs_cp_end, __ATOMIC_RELAXED);
+    while (cur < end && !__atomic_compare_exchange_n(&fs->fsync.needs_cp_end, &cur, end, true,
                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
 }
@@ -53,22 +53,22 @@ static bool fsync_bit(const struct f2fuse *fs, const uint8_t *map, uint32_t ino)
 
 void fsync_needs_checkpoint(struct f2fuse *fs, uint32_t ino)
 {
-    set_fsync_bit(fs, fs->fsync_needs_cp, ino);
+    set_fsync_bit(fs, fs->fsync.needs_cp, ino);
 }
 
 void fsync_new_name(struct f2fuse *fs, uint32_t ino)
 {
-    set_fsync_bit(fs, fs->fsync_new_name, ino);
+    set_fsync_bit(fs, fs->fsync.new_name, ino);
 }
 
 void fsync_checkpointed(struct f2fuse *fs)
 {
-    if (!fs->fsync_needs_cp)
+    if (!fs->fsync.needs_cp)
         return;
-    uint32_t end = __atomic_exchange_n(&fs->fsync_needs_cp_end, 0, __ATOMIC_RELAXED);
+    uint32_t end = __atomic_exchange_n(&fs->fsync.needs_cp_end, 0, __ATOMIC_RELAXED);
     for (uint32_t i = 0; i < end; i++) {
-        __atomic_store_n(&fs->fsync_needs_cp[i], 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&fs->fsync_new_name[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&fs->fsync.needs_cp[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&fs->fsync.new_name[i], 0, __ATOMIC_RELAXED);
     }
 }
 
@@ -82,14 +82,14 @@ static bool fsync_can_roll_forward(struct f2fuse *fs, const struct inode_info *i
 {
     *dentry_mark = false;
     if (!fs->opts.fsync_fast || !S_ISREG(ii->mode) || ii->links != 1 ||
-        fsync_bit(fs, fs->fsync_needs_cp, ii->ino) || seg_next_blkaddr(fs->seg, LOG_WARM_NODE) == 0)
+        fsync_bit(fs, fs->fsync.needs_cp, ii->ino) || seg_next_blkaddr(fs->seg, LOG_WARM_NODE) == 0)
         return false;
-    if (!fsync_bit(fs, fs->fsync_new_name, ii->ino))
+    if (!fsync_bit(fs, fs->fsync.new_name, ii->ino))
         return true;
     const struct f2fs_inode *ri = &((const struct f2fs_node *)ipage->data)->i;
     uint32_t parent = le32(ri->i_pino), namelen = le32(ri->i_namelen);
-    if (!nid_valid(fs, parent) || fsync_bit(fs, fs->fsync_needs_cp, parent) ||
-        fsync_bit(fs, fs->fsync_new_name, parent) || ii->xattr_nid != 0 || namelen == 0 ||
+    if (!nid_valid(fs, parent) || fsync_bit(fs, fs->fsync.needs_cp, parent) ||
+        fsync_bit(fs, fs->fsync.new_name, parent) || ii->xattr_nid != 0 || namelen == 0 ||
         namelen > F2FS_NAME_LEN)
         return false;
     *dentry_mark = true;
@@ -138,7 +138,7 @@ int fsync_file(struct f2fuse *fs, uint32_t ino, enum blk_prio prio, uint32_t tid
             writeback_wait_inode(fs, ino); /* the flusher's blocks land before our flush */
             err = data_writeback_inode(fs, ino, prio);
             if (!err && fast) {
-                pthread_mutex_lock(&fs->fsync_lock);
+                pthread_mutex_lock(&fs->fsync.lock);
                 /* A crash must leave recovery the room to replay this chain: with free
                  * space short, a checkpoint instead (which also frees the prefree). */
                 fast = space_room_for_roll_forward(fs, FSYNC_NODES_MARGIN);
@@ -146,9 +146,9 @@ int fsync_file(struct f2fuse *fs, uint32_t ino, enum blk_prio prio, uint32_t tid
                     fs->io_prio = prio; /* no checkpoint (cp_lock), no other fsync */
                     err = node_writeback(fs, ino, dentry_mark);
                 } else {
-                    atomic_fetch_add(&fs->fsync_no_room, 1);
+                    atomic_fetch_add(&fs->fsync.no_room, 1);
                 }
-                pthread_mutex_unlock(&fs->fsync_lock);
+                pthread_mutex_unlock(&fs->fsync.lock);
             }
             if (err)
                 fsync_failed(fs, ino, err);
@@ -163,15 +163,15 @@ int fsync_file(struct f2fuse *fs, uint32_t ino, enum blk_prio prio, uint32_t tid
         err = flush_merge_wait(fs, prio);
         if (err)
             return fsync_failed(fs, ino, err);
-        atomic_fetch_add(&fs->fsync_fast, 1);
+        atomic_fetch_add(&fs->fsync.fast, 1);
         /* An fsync of more nodes than the margin may have used up the room: restore it
          * now rather than leave it to the next fsync. */
         if (space_room_for_roll_forward(fs, 0))
             return 0;
-        atomic_fetch_add(&fs->fsync_no_room, 1);
+        atomic_fetch_add(&fs->fsync.no_room, 1);
         return checkpoint_request_by(fs, prio, tid, CP_METADATA);
     }
-    atomic_fetch_add(&fs->fsync_checkpoint, 1);
+    atomic_fetch_add(&fs->fsync.checkpoints, 1);
     return checkpoint_request_by(fs, prio, tid, CP_METADATA);
 }
 
@@ -182,6 +182,6 @@ int fsync_dir(struct f2fuse *fs, enum blk_prio prio, uint32_t tid)
     int err = fsync_begin(fs);
     if (err)
         return err;
-    atomic_fetch_add(&fs->fsync_checkpoint, 1);
+    atomic_fetch_add(&fs->fsync.checkpoints, 1);
     return checkpoint_request_by(fs, prio, tid, CP_METADATA);
 }

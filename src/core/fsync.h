@@ -2,11 +2,28 @@
 #ifndef F2FUSE_CORE_FSYNC_H
 #define F2FUSE_CORE_FSYNC_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "blk/blk.h"
 
 struct f2fuse;
+
+/* The fast path runs one at a time (lock), so that the warm node chain has no gaps.  Inodes
+ * that changed in ways roll-forward cannot replay (linked, renamed, truncated, xattrs, not
+ * regular files; directories that lost a name) since the last checkpoint make their fsync
+ * a checkpoint (needs_cp).  A regular file created since then is replayed with its name
+ * (the dentry mark) when its parent is in the checkpoint and lost no name since
+ * (new_name).  Operations set bits holding cp_lock shared; a checkpoint clears them. */
+struct fsync_state {
+    pthread_mutex_t lock;
+    uint8_t *needs_cp;     /* one bit per nid */
+    uint8_t *new_name;     /* one bit per nid (same allocation) */
+    uint32_t needs_cp_end; /* bytes of both that may have bits set */
+    atomic_uint_fast64_t fast, checkpoints;
+    atomic_uint_fast64_t no_room; /* fast fsyncs that checkpointed: recovery's room */
+};
 
 /* The per-nid bitmaps of a writable mount (sized by max_nid); 0 or -ENOMEM. */
 int fsync_init(struct f2fuse *fs);
