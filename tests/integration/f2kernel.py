@@ -16,7 +16,9 @@ Python 3 stdlib only; builds on f2test.py.
   - kernel_crash_after(img, ops)  the same, then the UML process group is SIGKILLed without
                               any unmount or sync: what the guest fsync'ed is in the image file
   - KERNEL_LACKS              mkfs feature names this kernel build cannot mount
-  - read_tree(dir)            the same walker on the host (an f2fuse mount, a reference dir)
+  - read_tree(dir)            the same walker on the host (an f2fuse mount, a reference dir);
+                              files over BIG_FILE get a digest of their non-zero blocks, so
+                              that a sparse 16 GiB file costs its data, not its holes
   - apply_ops(root, ops)      the op interpreter (runs on the host and, via `python3 f2kernel.py
                               --apply`, in the guest), so one op list builds the kernel's tree,
                               f2fuse's tree and a reference tree on the host's own filesystem
@@ -376,8 +378,21 @@ def _xattrs(p):
     return res
 
 
-def read_tree(root):
-    """{relpath (str, "" for the root): entry} for everything under root, not following symlinks."""
+# Files above BIG_FILE (the model tester writes sparse ones of up to 16 GiB) get a digest that
+# does not need their holes read: sha256 over the size and every non-zero 4 KiB block with its
+# index.  Zero blocks and holes count alike, so it is the same whichever ranges a side reads,
+# as long as they cover every non-zero block.  The kernel (and ext4) find those ranges with
+# SEEK_DATA/SEEK_HOLE; an f2fuse mount (no lseek of its own: FUSE reports the whole file as
+# data) reads the ranges the kernel's walk found (plan=), plus the same probes into the holes.
+BIG_FILE = 64 << 20
+PROBES = 16
+_ZERO_BLOCK = bytes(4096)
+
+
+def read_tree(root, plan=None):
+    """{relpath (str, "" for the root): entry} for everything under root, not following
+    symlinks.  plan: a tree read before (the kernel's) whose big files' "ranges" this walk
+    reads instead of finding its own."""
     tree = {}
     root_b = os.fsencode(root)
     stack = [b""]
@@ -385,14 +400,61 @@ def read_tree(root):
         rel = stack.pop()
         full = os.path.join(root_b, rel) if rel else root_b
         try:
-            tree[os.fsdecode(rel)] = _entry(full, rel, stack)
+            tree[os.fsdecode(rel)] = _entry(full, rel, stack, plan)
         except OSError as e:
             # one bad inode must not hide the rest: record the errno and go on
             tree[os.fsdecode(rel)] = dict(type="error", errno=e.errno, error=os.strerror(e.errno))
     return tree
 
 
-def _entry(full, rel, stack):
+def _data_ranges(fd, size):
+    """[(lo, hi)] byte ranges holding data (SEEK_DATA/SEEK_HOLE), 4 KiB aligned, the last
+    block and PROBES blocks inside the holes (placed by the size alone) included."""
+    out = []
+    off = 0
+    while off < size:
+        try:
+            d = os.lseek(fd, off, os.SEEK_DATA)
+        except OSError:
+            break
+        h = min(os.lseek(fd, d, os.SEEK_HOLE), size)
+        out.append((d // 4096 * 4096, -(-h // 4096) * 4096))
+        off = h
+    nblocks = -(-size // 4096)
+    for k in range(PROBES):
+        b = (k * 2654435761 + size) % nblocks
+        out.append((b * 4096, b * 4096 + 4096))
+    out.append(((nblocks - 1) * 4096, nblocks * 4096))
+    merged = []
+    for lo, hi in sorted(out):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _digest_big(f, size, ranges):
+    """(hex digest, bytes readable): see BIG_FILE; a short read ends the count there."""
+    h = hashlib.sha256(b"size %d\n" % size)
+    fd = f.fileno()
+    for lo, hi in ranges:
+        off = lo
+        while off < min(hi, size):
+            want = min(hi, size, off + (1 << 20)) - off
+            b = os.pread(fd, want, off)
+            for i in range(0, len(b), 4096):
+                blk = b[i:i + 4096]
+                if blk != _ZERO_BLOCK[:len(blk)]:
+                    h.update(b"%d " % ((off + i) // 4096))
+                    h.update(blk)
+            if len(b) < want:
+                return h.hexdigest(), off + len(b)
+            off += want
+    return h.hexdigest(), size
+
+
+def _entry(full, rel, stack, plan=None):
     st = os.lstat(full)
     e = dict(mode=st.st_mode, uid=st.st_uid, gid=st.st_gid, size=st.st_size, nlink=st.st_nlink,
              ino=st.st_ino, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns,
@@ -403,6 +465,15 @@ def _entry(full, rel, stack):
             if not rel and n == b"lost+found":
                 continue
             stack.append(os.path.join(rel, n) if rel else n)
+    elif stat.S_ISREG(st.st_mode) and st.st_size > BIG_FILE:
+        e["type"] = "file"
+        with open(full, "rb", buffering=0) as f:
+            known = (plan or {}).get(os.fsdecode(rel)) or {}
+            ranges = known.get("ranges") if known.get("size") == st.st_size else None
+            if ranges is None:
+                ranges = _data_ranges(f.fileno(), st.st_size)
+            e["sha256"], e["read_bytes"] = _digest_big(f, st.st_size, ranges)
+        e["ranges"] = ranges
     elif stat.S_ISREG(st.st_mode):
         e["type"] = "file"
         h = hashlib.sha256()
@@ -532,17 +603,17 @@ def kernel_agrees(img, chk, what, binary=None, features=None, recover=None):
         _log("   kernel check of %s skipped: %s" % (what, why or "this kernel lacks %s" % lacking))
         return None
     before = len(chk.failures)
-    mnt = tempfile.mkdtemp(prefix="kagree-", dir=os.path.dirname(os.path.abspath(img)))
-    try:
-        with T.Mount(binary or T.F2FUSE_BIN, img, mnt, "ro", checker=chk) as m:
-            mine = read_tree(m.path)
-    finally:
-        shutil.rmtree(mnt, ignore_errors=True)
     theirs, res = kernel_read_tree(img, name="agree", recover=recover)
     if theirs is None:
         chk.fail("%s: the kernel could not read the image (%s): %s" %
                  (what, res.describe(), res.kernel_errors()[:6]))
         return False
+    mnt = tempfile.mkdtemp(prefix="kagree-", dir=os.path.dirname(os.path.abspath(img)))
+    try:
+        with T.Mount(binary or T.F2FUSE_BIN, img, mnt, "ro", checker=chk) as m:
+            mine = read_tree(m.path, plan=theirs)   # big files: the kernel's data ranges
+    finally:
+        shutil.rmtree(mnt, ignore_errors=True)
     errs = res.kernel_errors(allow=RECOVERY_INFO if recover else ())
     chk.check(not errs, "%s: kernel messages while reading%s: %s" %
               (what, " and recovering" if recover else "", errs[:6]))
