@@ -408,18 +408,10 @@ def read_tree(root, plan=None):
 
 
 def _data_ranges(fd, size):
-    """[(lo, hi)] byte ranges holding data (SEEK_DATA/SEEK_HOLE), 4 KiB aligned, the last
+    """[(lo, hi)] byte ranges holding data (f2model.data_ranges), 4 KiB aligned, the last
     block and PROBES blocks inside the holes (placed by the size alone) included."""
-    out = []
-    off = 0
-    while off < size:
-        try:
-            d = os.lseek(fd, off, os.SEEK_DATA)
-        except OSError:
-            break
-        h = min(os.lseek(fd, d, os.SEEK_HOLE), size)
-        out.append((d // 4096 * 4096, -(-h // 4096) * 4096))
-        off = h
+    import f2model
+    out = [(lo // 4096 * 4096, -(-hi // 4096) * 4096) for lo, hi in f2model.data_ranges(fd, size)]
     nblocks = -(-size // 4096)
     for k in range(PROBES):
         b = (k * 2654435761 + size) % nblocks
