@@ -16,13 +16,18 @@ Python 3 stdlib only; builds on f2test.py.
   - kernel_crash_after(img, ops)  the same, then the UML process group is SIGKILLed without
                               any unmount or sync: what the guest fsync'ed is in the image file
   - KERNEL_LACKS              mkfs feature names this kernel build cannot mount
-  - read_tree(dir)            the same walker on the host (an f2fuse mount, a reference dir)
+  - read_tree(dir)            the same walker on the host (an f2fuse mount, a reference dir);
+                              files over BIG_FILE get a digest of their non-zero blocks, so
+                              that a sparse 16 GiB file costs its data, not its holes
   - apply_ops(root, ops)      the op interpreter (runs on the host and, via `python3 f2kernel.py
                               --apply`, in the guest), so one op list builds the kernel's tree,
                               f2fuse's tree and a reference tree on the host's own filesystem
   - compare_trees()           two read_tree() dicts, per key
   - kernel_agrees(img, chk)   the final check of foreign-image and power-cut tests: the kernel
-                              sees the image exactly as an f2fuse read-only mount does
+                              sees the image exactly as an f2fuse read-only mount does; with
+                              recover=COPY (the image as a cut left it) the same boot lets the
+                              kernel recover the copy itself, and the trees must be equal
+  - kernel_every(), Sample    which of a family's images go to the kernel (CI: a few boots)
 
 What this kernel build lacks: CONFIG_F2FS_FS_COMPRESSION, FS_ENCRYPTION, FS_VERITY and UNICODE
 (casefold) are off. KERNEL_LACKS names those mkfs features; images with them cannot be mounted.
@@ -125,6 +130,7 @@ class KernelResult:
         self.log_path = None
         self.leftover = 0
         self.files = {}
+        self.recovered = None
 
     def ok(self):
         """The mount, the script and (unless crashed on purpose) the unmount all succeeded, no
@@ -132,15 +138,18 @@ class KernelResult:
         return (not self.timed_out and self.mount_rc in (0, "skipped") and self.rc == 0 and
                 (self.crash or self.umount_rc in (0, "skipped")))
 
-    def kernel_errors(self):
-        """Console lines from f2fs or the kernel that look like trouble."""
+    def kernel_errors(self, allow=()):
+        """Console lines from f2fs or the kernel that look like trouble; allow: regular
+        expressions of lines that are not (RECOVERY_INFO for a recovery mount)."""
+        import re
         keys = ("F2FS-fs", "EXT4", "BUG", "WARNING", "Oops", "error", "corrupt", "inconsistent",
                 "Structure needs cleaning", "Call Trace")
         skip = ("Mounted with checkpoint", "Found nat_bits", "Failed to initialize ubd device 0",
                 "Unmounted", "epollctl",
                 "write access unavailable, skipping recovery")   # info: a clean image on a ro ubd
         return [l for l in self.console.splitlines()
-                if any(k in l for k in keys) and not any(s in l for s in skip)]
+                if any(k in l for k in keys) and not any(s in l for s in skip) and
+                not any(re.search(a, l) for a in allow)]
 
     def describe(self):
         bits = ["mount %s" % self.mount_rc, "script %s" % self.rc, "umount %s" % self.umount_rc]
@@ -252,7 +261,8 @@ def _keep_log(res, name):
 
 
 def kernel_run(image, script, timeout=120, mem="256M", mount=True, mount_opts=None,
-               readonly=False, crash=None, name="kernel", keep_files=(), quiet=False):
+               readonly=False, crash=None, name="kernel", keep_files=(), quiet=False,
+               more_images=()):
     """Boots UML with `image` as /dev/ubda, mounts it (f2fs, `mount_opts`) at $MNT, runs `script`
     with bash -e in $MNT, unmounts and powers off.
 
@@ -260,8 +270,9 @@ def kernel_run(image, script, timeout=120, mem="256M", mount=True, mount_opts=No
     recovery either). crash: None (clean), "kill" (host SIGKILLs the UML process group after the
     script, no unmount) or "poweroff" (the guest calls reboot(RB_POWER_OFF) without sync).
     keep_files: names of files the script writes to $R (the run directory on the host, via
-    hostfs) that are returned in result.files. On failure the console log is kept and its path
-    printed. The timeout kills the whole process group."""
+    hostfs) that are returned in result.files. more_images: [(path, readonly)] as /dev/ubdb,
+    /dev/ubdc, ... (the script mounts them itself). On failure the console log is kept and its
+    path printed. The timeout kills the whole process group."""
     res = KernelResult()
     res.crash = crash
     ok, why = kernel_available()
@@ -279,8 +290,11 @@ def kernel_run(image, script, timeout=120, mem="256M", mount=True, mount_opts=No
     os.chmod(init, 0o755)
     umid = "f2k%d_%d" % (os.getpid(), _counter[0])
     argv = [UML, "mem=" + mem, "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "rw",
-            "ubd0%s=%s" % ("r" if readonly else "", image), "umid=" + umid, "uml_dir=" + rundir,
-            "con0=null,fd:1", "con=null", "ssl=null", "init=" + init]
+            "ubd0%s=%s" % ("r" if readonly else "", image)]
+    for k, (path, ro) in enumerate(more_images):
+        argv.append("ubd%d%s=%s" % (k + 1, "r" if ro else "", os.path.abspath(path)))
+    argv += ["umid=" + umid, "uml_dir=" + rundir,
+             "con0=null,fd:1", "con=null", "ssl=null", "init=" + init]
     console = os.path.join(rundir, "console.log")
     env = dict(os.environ)
     env.setdefault("TMPDIR", "/tmp")          # UML's memory file (created and unlinked there)
@@ -364,8 +378,21 @@ def _xattrs(p):
     return res
 
 
-def read_tree(root):
-    """{relpath (str, "" for the root): entry} for everything under root, not following symlinks."""
+# Files above BIG_FILE (the model tester writes sparse ones of up to 16 GiB) get a digest that
+# does not need their holes read: sha256 over the size and every non-zero 4 KiB block with its
+# index.  Zero blocks and holes count alike, so it is the same whichever ranges a side reads,
+# as long as they cover every non-zero block.  The kernel (and ext4) find those ranges with
+# SEEK_DATA/SEEK_HOLE; an f2fuse mount (no lseek of its own: FUSE reports the whole file as
+# data) reads the ranges the kernel's walk found (plan=), plus the same probes into the holes.
+BIG_FILE = 64 << 20
+PROBES = 16
+_ZERO_BLOCK = bytes(4096)
+
+
+def read_tree(root, plan=None):
+    """{relpath (str, "" for the root): entry} for everything under root, not following
+    symlinks.  plan: a tree read before (the kernel's) whose big files' "ranges" this walk
+    reads instead of finding its own."""
     tree = {}
     root_b = os.fsencode(root)
     stack = [b""]
@@ -373,14 +400,53 @@ def read_tree(root):
         rel = stack.pop()
         full = os.path.join(root_b, rel) if rel else root_b
         try:
-            tree[os.fsdecode(rel)] = _entry(full, rel, stack)
+            tree[os.fsdecode(rel)] = _entry(full, rel, stack, plan)
         except OSError as e:
             # one bad inode must not hide the rest: record the errno and go on
             tree[os.fsdecode(rel)] = dict(type="error", errno=e.errno, error=os.strerror(e.errno))
     return tree
 
 
-def _entry(full, rel, stack):
+def _data_ranges(fd, size):
+    """[(lo, hi)] byte ranges holding data (f2model.data_ranges), 4 KiB aligned, the last
+    block and PROBES blocks inside the holes (placed by the size alone) included."""
+    import f2model
+    out = [(lo // 4096 * 4096, -(-hi // 4096) * 4096) for lo, hi in f2model.data_ranges(fd, size)]
+    nblocks = -(-size // 4096)
+    for k in range(PROBES):
+        b = (k * 2654435761 + size) % nblocks
+        out.append((b * 4096, b * 4096 + 4096))
+    out.append(((nblocks - 1) * 4096, nblocks * 4096))
+    merged = []
+    for lo, hi in sorted(out):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _digest_big(f, size, ranges):
+    """(hex digest, bytes readable): see BIG_FILE; a short read ends the count there."""
+    h = hashlib.sha256(b"size %d\n" % size)
+    fd = f.fileno()
+    for lo, hi in ranges:
+        off = lo
+        while off < min(hi, size):
+            want = min(hi, size, off + (1 << 20)) - off
+            b = os.pread(fd, want, off)
+            for i in range(0, len(b), 4096):
+                blk = b[i:i + 4096]
+                if blk != _ZERO_BLOCK[:len(blk)]:
+                    h.update(b"%d " % ((off + i) // 4096))
+                    h.update(blk)
+            if len(b) < want:
+                return h.hexdigest(), off + len(b)
+            off += want
+    return h.hexdigest(), size
+
+
+def _entry(full, rel, stack, plan=None):
     st = os.lstat(full)
     e = dict(mode=st.st_mode, uid=st.st_uid, gid=st.st_gid, size=st.st_size, nlink=st.st_nlink,
              ino=st.st_ino, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns,
@@ -391,6 +457,15 @@ def _entry(full, rel, stack):
             if not rel and n == b"lost+found":
                 continue
             stack.append(os.path.join(rel, n) if rel else n)
+    elif stat.S_ISREG(st.st_mode) and st.st_size > BIG_FILE:
+        e["type"] = "file"
+        with open(full, "rb", buffering=0) as f:
+            known = (plan or {}).get(os.fsdecode(rel)) or {}
+            ranges = known.get("ranges") if known.get("size") == st.st_size else None
+            if ranges is None:
+                ranges = _data_ranges(f.fileno(), st.st_size)
+            e["sha256"], e["read_bytes"] = _digest_big(f, st.st_size, ranges)
+        e["ranges"] = ranges
     elif stat.S_ISREG(st.st_mode):
         e["type"] = "file"
         h = hashlib.sha256()
@@ -412,11 +487,33 @@ def _entry(full, rel, stack):
     return e
 
 
-def kernel_read_tree(image, timeout=120, name="read_tree", mount_opts="ro", quiet=False):
-    """(tree or None, KernelResult): the tree as the kernel shows it, from a read-only ubd."""
-    script = "python3 %s --walk \"$MNT\" \"$R/tree.json\"\n" % _sh_quote(_HERE)
+# What the kernel's recovery mount of a cut image says when all is well (fs/f2fs/recovery.c
+# names every inode it replays; a cut inside a checkpoint pack leaves that pack's CRC offset
+# zero, and the kernel takes the other pack, as fsck.f2fs does): matched on its device only.
+RECOVERY_DEV = "ubdb"
+RECOVERY_INFO = tuple(r"\(%s\): " % RECOVERY_DEV + x for x in (
+    r"recover_inode: ", r"recover_(dentry|data): .*, err = 0$", r"checkpoint: version = ",
+    r"invalid crc_offset: 0$"))
+
+
+def kernel_read_tree(image, timeout=120, name="read_tree", mount_opts="ro", quiet=False,
+                     recover=None):
+    """(tree or None, KernelResult): the tree as the kernel shows it, from a read-only ubd.
+    recover: a second image that the same boot mounts read-write (/dev/ubdb), so that the
+    kernel runs its own roll-forward recovery and orphan cleanup on it, and walks: that tree
+    is res.recovered (None when its mount failed; pass a copy, the kernel writes it)."""
+    h = _sh_quote(_HERE)
+    script = "python3 %s --walk \"$MNT\" \"$R/tree.json\"\n" % h
+    if recover:
+        script += ("mkdir -p \"$R/rec\"\n"
+                   "if mount -t f2fs /dev/%s \"$R/rec\"; then\n"
+                   "  python3 %s --walk \"$R/rec\" \"$R/rec.json\"\n"
+                   "  umount \"$R/rec\"\n"
+                   "else echo \"F2K: the recovery mount failed\"; fi\n" % (RECOVERY_DEV, h))
     res = kernel_run(image, script, timeout=timeout, mount_opts=mount_opts, readonly=True,
-                     name=name, keep_files=("tree.json",), quiet=quiet)
+                     name=name, keep_files=("tree.json", "rec.json"), quiet=quiet,
+                     more_images=[(recover, False)] if recover else ())
+    res.recovered = json.loads(res.files["rec.json"].decode()) if "rec.json" in res.files else None
     if not res.ok() or "tree.json" not in res.files:
         return None, res
     return json.loads(res.files["tree.json"].decode()), res
@@ -477,14 +574,20 @@ def compare_trees(chk, got, want, keys=("type", "mode", "uid", "gid", "size", "n
 # ------------------------------------------------------------------------------------------------
 # the op interpreter (host and guest)
 
-def kernel_agrees(img, chk, what, binary=None, features=None):
+def kernel_agrees(img, chk, what, binary=None, features=None, recover=None):
     """The final-image check every foreign-image and power-cut test ends with: the kernel
     mounts img (read-only ubd) and must see every entry exactly as an f2fuse read-only mount
     of the same image shows it (type, mode, owner, size, links, content, symlink target,
     xattrs, inode number), with no complaint in its log.  The test has checked f2fuse's view
-    against its own model, so this hands the model to the kernel.  Returns False when it
-    failed, None when the kernel cannot run here (or lacks one of the image's features),
-    with a log line saying why, else True."""
+    against its own model, so this hands the model to the kernel.
+
+    recover (power-cut tests): a copy of the image as the cut left it, before f2fuse's
+    recovery (img is what f2fuse's recovery made of it).  The same boot mounts the copy
+    read-write, so that the kernel replays the roll-forward chain and cleans the orphans
+    itself, and its tree must equal f2fuse's too: the two recoveries agree.
+
+    Returns False when it failed, None when the kernel cannot run here (or lacks one of the
+    image's features), with a log line saying why, else True."""
     import f2test as T
     ok, why = kernel_available()
     lacking = [f for f in (features or ()) if f in KERNEL_LACKS]
@@ -492,28 +595,79 @@ def kernel_agrees(img, chk, what, binary=None, features=None):
         _log("   kernel check of %s skipped: %s" % (what, why or "this kernel lacks %s" % lacking))
         return None
     before = len(chk.failures)
-    mnt = tempfile.mkdtemp(prefix="kagree-", dir=os.path.dirname(os.path.abspath(img)))
-    try:
-        with T.Mount(binary or T.F2FUSE_BIN, img, mnt, "ro", checker=chk) as m:
-            mine = read_tree(m.path)
-    finally:
-        shutil.rmtree(mnt, ignore_errors=True)
-    theirs, res = kernel_read_tree(img, name="agree")
+    theirs, res = kernel_read_tree(img, name="agree", recover=recover)
     if theirs is None:
         chk.fail("%s: the kernel could not read the image (%s): %s" %
                  (what, res.describe(), res.kernel_errors()[:6]))
         return False
-    chk.check(not res.kernel_errors(), "%s: kernel messages while reading: %s" %
-              (what, res.kernel_errors()[:6]))
+    mnt = tempfile.mkdtemp(prefix="kagree-", dir=os.path.dirname(os.path.abspath(img)))
+    try:
+        with T.Mount(binary or T.F2FUSE_BIN, img, mnt, "ro", checker=chk) as m:
+            mine = read_tree(m.path, plan=theirs)   # big files: the kernel's data ranges
+    finally:
+        shutil.rmtree(mnt, ignore_errors=True)
+    errs = res.kernel_errors(allow=RECOVERY_INFO if recover else ())
+    chk.check(not errs, "%s: kernel messages while reading%s: %s" %
+              (what, " and recovering" if recover else "", errs[:6]))
+    keys = ("type", "mode", "uid", "gid", "size", "nlink", "sha256", "target", "xattrs", "ino")
     if "" in mine and "" in theirs:   # FUSE numbers the root 1 whatever its inode is
         mine[""]["ino"] = theirs[""].get("ino")
-    compare_trees(chk, theirs, mine, what="%s: kernel vs f2fuse" % what,
-                  keys=("type", "mode", "uid", "gid", "size", "nlink", "sha256", "target",
-                        "xattrs", "ino"))
+    compare_trees(chk, theirs, mine, what="%s: kernel vs f2fuse" % what, keys=keys)
+    replayed = ""
+    if recover:
+        if res.recovered is None:
+            chk.fail("%s: the kernel's recovery mount of the cut image failed: %s" %
+                     (what, (res.out.strip().splitlines() or ["?"])[-1]))
+        else:
+            compare_trees(chk, res.recovered, mine, keys=keys,
+                          what="%s: kernel's recovery vs f2fuse's" % what)
+            replayed = ", its recovery replayed %d inode(s)" % sum(
+                1 for l in res.console.splitlines() if "(%s): recover_inode: " % RECOVERY_DEV in l)
     good = len(chk.failures) == before
-    _log("   kernel %s %s (%d entries, %.1fs)" % ("agrees on" if good else "DISAGREES on", what,
-                                                 len(theirs), res.secs))
+    _log("   kernel %s %s (%d entries%s, %.1fs)" % ("agrees on" if good else "DISAGREES on", what,
+                                                   len(theirs), replayed, res.secs))
     return good
+
+
+LONG = "--long" in sys.argv or os.environ.get("F2FUSE_LONG", "") not in ("", "0")
+
+
+def kernel_every(ci, long):
+    """How often a family hands one of its images to the kernel: every ci-th in CI, every
+    long-th with --long or F2FUSE_LONG=1; F2FUSE_KERNEL_EVERY=N overrides both (0: never)."""
+    env = os.environ.get("F2FUSE_KERNEL_EVERY", "")
+    if env.strip():
+        return max(0, int(env))
+    return long if LONG else ci
+
+
+class Sample:
+    """Picks the cases of a run that get the (~3 s) kernel check: the first of each run
+    (key) and then every `every`-th of it; counts the boots and their seconds."""
+
+    def __init__(self, every):
+        self.every = every
+        self.seen = {}
+        self.boots = self.agreed = 0
+        self.secs = 0.0
+
+    def due(self, key=None):
+        n = self.seen.get(key, 0)
+        self.seen[key] = n + 1
+        return self.every > 0 and n % self.every == 0
+
+    def check(self, img, chk, what, **kw):
+        """kernel_agrees, counted (a skip is not a boot)."""
+        t0 = time.monotonic()
+        good = kernel_agrees(img, chk, what, **kw)
+        if good is not None:
+            self.boots += 1
+            self.agreed += bool(good)
+            self.secs += time.monotonic() - t0
+        return good
+
+    def summary(self):
+        return "%d kernel boot(s), %d agreed, %.0f s" % (self.boots, self.agreed, self.secs)
 
 
 def content(tag, length):

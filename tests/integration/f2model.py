@@ -971,8 +971,8 @@ def _xattrs(path):
     return out
 
 
-def _data_ranges(fd, size):
-    """Data extents of the reference file (SEEK_DATA/SEEK_HOLE), merged, 64 KiB granules."""
+def data_ranges(fd, size):
+    """Data extents of a file (SEEK_DATA/SEEK_HOLE): [(lo, hi)] byte ranges, hi <= size."""
     out = []
     off = 0
     while off < size:
@@ -999,7 +999,7 @@ def compare_content(ref_path, mnt_path, size, rng, drop_cache=True):
         if size <= (64 << 20):
             ranges = [(0, size + 1)]
         else:
-            ranges = _data_ranges(fa, size)
+            ranges = data_ranges(fa, size)
             for _ in range(16):
                 o = rng.randrange(size)
                 ranges.append((o, o + 8192))

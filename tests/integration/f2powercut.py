@@ -20,8 +20,10 @@ What is here:
                     it does look like, and the comparison (world_diff, durability_violations)
   - run_case()      one cut: copy the base image -> workload -> cut -> SIGKILL -> fsck of the cut
                     image (fsck_cut_image) -> recovery mount
-                    -> check -> unmount -> fsck -> mount -> same tree -> unmount -> fsck;
-                    failures carry the command that replays the case
+                    -> check -> unmount -> fsck -> mount -> same tree -> unmount -> fsck
+                    -> for a sample of cuts (KERNEL_EVERY) the real kernel: it reads the final
+                    image as f2fuse does, and recovers a copy of the cut image itself, which
+                    must give f2fuse's recovered tree; failures carry the replay command
   - Totals          the counts printed at the end, failures grouped by kind
 
 What counts as durable (the model, from docs/ARCHITECTURE.md): the daemon writes the device only
@@ -77,6 +79,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import f2test as T      # noqa: E402
+import f2kernel as K    # noqa: E402
 
 log = T.log
 J = os.path.join
@@ -89,6 +92,14 @@ PRECUT_FSCK = True      # fsck the image right after the cut too (test_powercut 
 OP_TIMEOUT = 30         # one workload operation (a checkpoint of a few MiB takes well under 1 s)
 MOUNT_TIMEOUT = 30      # a mount must be live within this (recovery included)
 CHECK_TIMEOUT = 120     # reading back the whole tree
+# The real kernel (f2kernel.kernel_agrees, ~3.5 s a boot) checks the cuts of a workload that
+# left a roll-forward chain: the first and then every KERNEL_EVERY-th of them.  It reads the
+# final image as f2fuse does, and recovers a copy of the image as the cut left it itself
+# (roll-forward, orphans), which must give f2fuse's recovered tree.  None: 100 in CI
+# (test_powercut: about half of its ~250-500 cuts leave a chain; 5-7 boots), 20 with --long or
+# F2FUSE_LONG=1; F2FUSE_KERNEL_EVERY=N overrides (0: never).
+KERNEL_EVERY = None
+KERNEL_CI_EVERY, KERNEL_LONG_EVERY = 100, 20
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1083,6 +1094,13 @@ class Totals:
         self.san_recoveries = 0
         self.odd = set()
         self.kinds = {}             # failure kind -> [replay commands]
+        every = KERNEL_EVERY if KERNEL_EVERY is not None else \
+            K.kernel_every(KERNEL_CI_EVERY, KERNEL_LONG_EVERY)
+        self.kernel = K.Sample(every)   # .boots: kernel checks (kernel_agrees + its recovery)
+
+    @property
+    def kernel_checks(self):
+        return self.kernel.boots
 
 
 def fsck_cut_image(img):
@@ -1111,6 +1129,19 @@ def check_extents(img, fail, where):
     T.check_extents(img, sub, where + ": ")
     for f in sub.failures[:5]:
         fail("extent not true " + f)
+
+
+def kernel_check(img, kcut, fail, chk, tot, label):
+    """The kernel reads the final image as f2fuse does, and its recovery of kcut (the image as
+    the cut left it) gives f2fuse's recovered tree; failures carry the replay line."""
+    sub = T.Checker(limit=0)
+    try:
+        tot.kernel.check(img, sub, label, recover=kcut)
+    finally:
+        os.unlink(kcut)
+    chk.checks += sub.checks
+    for f in sub.failures[:10]:
+        fail("the kernel disagrees: " + f)
 
 
 def replay_cmd(wl, cut, torn_seed):
@@ -1291,6 +1322,14 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
         binary, env = T.F2FUSE_SAN_BIN, T.san_env()
         tot.san_recoveries += 1
     matched, actual, replayed = None, None, None
+    kcut = None
+    # the kernel's sample: cuts that left a roll-forward chain (fast fsyncs after the last
+    # durable checkpoint), the ones that tell most; earlier cuts of a run see an empty tree
+    chain = (rec.cut_op is not None or rec.cut_at_unmount) and rec.fast_ops
+    if not learn and chain and tot.kernel.due((wl.kind, wl.seed, wl.cp_data, wl.cache,
+                                               wl.foreign)):
+        kcut = img + ".kernel-cut"      # for the kernel's own recovery, before f2fuse's
+        subprocess.run(["cp", "--sparse=always", img, kcut], check=True, timeout=60)
     try:
         if os.environ.get("F2FUSE_KEEP", "") not in ("", "0"):
             # the image as the cut left it, before recovery touches it
@@ -1317,6 +1356,8 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
             m.cancel_watchdog()
     except T.MountFailed as e:
         fail("the mount after the cut failed: %s" % e)
+        if kcut:
+            os.unlink(kcut)
         return rec
     if actual is not None:
         matched, diffs = match_worlds(actual, worlds,
@@ -1380,6 +1421,8 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
         fail("fsck.f2fs after the second mount is not clean (exit %s):\n    %s" %
              (rc, "\n    ".join(T.fsck_odd_lines(out, 10))))
     check_extents(img, fail, "after the second mount")
+    if kcut:
+        kernel_check(img, kcut, fail, chk, tot, label)
     ok = len(chk.failures) == nfail0
     if not learn:
         tot.cuts += 1
