@@ -51,7 +51,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC:= $(wildcard bench/*/*.c)
 BENCH_BIN:= $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test run clean bench install uninstall fuzz fuzzers
+.PHONY: all deps test run clean bench install uninstall fuzz fuzzers man
 all: deps $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN)
 
 # Installs missing Debian packages when run as root, otherwise says what is missing.
@@ -94,6 +94,10 @@ run: all
 
 bench: all
 	@./bench/run.sh
+
+# The manual's option summary comes from the option tables (f2fuse options --troff).
+man: $(BUILD)/f2fuse
+	@./scripts/man-options.sh $(BUILD)/f2fuse man/f2fuse.8
 
 # ---- install (issue #10): the command, its manual, and libf2fuse for other programs ----
 # `make install PREFIX=/usr/local DESTDIR=` puts f2fuse in $(BINDIR) (where mount.fuse3 finds

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
 #include <time.h>
@@ -83,14 +84,23 @@ struct f2fuse_options {
 
 void f2fuse_options_init(struct f2fuse_options *opts);
 
-/* Sets one option by name ("backend", "queue_depth", "cache_size" with K/M/G suffixes,
- * "ro"/"rw").  Returns 0, -ENOENT for an unknown name, -EINVAL for a bad value.  The
- * string stored for "backend" is a static one, so value need not outlive the call. */
+/* Sets one option by name, as in "-o name=value" (value NULL for "-o name"): every option
+ * is listed, with its default and range, by f2fuse_options_print.  Returns 0, -ENOENT for an
+ * unknown name, -EINVAL for a bad or missing value.  The string stored for "backend" is a
+ * static one, so value need not outlive the call. */
 int f2fuse_option_set(struct f2fuse_options *opts, const char *name, const char *value);
 
 /* Lists the option names f2fuse_option_set accepts, for help and error messages; those
- * marked "(tests)" are f2fuse_test_option_set's (f2fuse_test.h). */
+ * marked "(tests) " are f2fuse_test_option_set's (f2fuse_test.h). */
 const char *f2fuse_option_names(void);
+
+/* Describes every option (the test ones too): F2FUSE_OPTIONS_LIST as f2fuse_option_names,
+ * _LINES one option per entry with its help, default, range and whether f2fuse_tune may
+ * change it, _TROFF the same as man(7) paragraphs (the man page's option summary). */
+#define F2FUSE_OPTIONS_LIST 0u
+#define F2FUSE_OPTIONS_LINES 1u
+#define F2FUSE_OPTIONS_TROFF 2u
+void f2fuse_options_print(FILE *out, unsigned style);
 
 int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2fuse **out);
 void f2fuse_close(struct f2fuse *fs);
@@ -236,9 +246,10 @@ int f2fuse_fsyncdir_as(struct f2fuse *fs, uint32_t ino, const struct f2fuse_call
 int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
                 uint64_t *trimmed);
 
-/* Changes a tunable of a mounted image by option name (the writeback options above and
- * dev_bw): 0, -ENOENT for a name that cannot be changed while mounted, -EINVAL for a bad
- * value, -EROFS for a writeback tunable on a read-only mount. */
+/* Changes an option of a mounted image by name (those f2fuse_options_print marks as
+ * changeable: the writeback options above and dev_bw): 0, -ENOENT for an unknown name,
+ * -EPERM for an option that cannot change while mounted, -EINVAL for a bad value, -EROFS for
+ * a writeback option on a read-only mount. */
 int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value);
 
 /* Reports every counter of the mount (block layer, cache, file system), one call each. */

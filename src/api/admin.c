@@ -1,7 +1,10 @@
 /* Whole-mount operations: statfs, trim, info, statistics and live tuning. */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
+#include "api/options.h"
 
 int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
 {
@@ -29,9 +32,44 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
     return 0;
 }
 
+/* The live options are validated on a copy of the mount's options, then applied to the
+ * mechanisms and stored back under tune_lock, which also guards their reading for stats:
+ * nothing else reads those fields after open. */
 int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value)
 {
-    return writeback_tune(fs, name, value); /* writeback.c */
+    const struct optspec *s = optspec_find(&library_options, name, NULL);
+    if (!s)
+        return -ENOENT;
+    if (!(s->flags & (OPTSPEC_LIVE | OPTSPEC_LIVE_RO)))
+        return -EPERM;
+    pthread_mutex_lock(&fs->tune_lock);
+    struct f2fuse_options next = fs->opts;
+    int err = optspec_set(&library_options, &next, name, value);
+    if (!err && !fs->wb && !(s->flags & OPTSPEC_LIVE_RO))
+        err = -EROFS; /* the writeback options mean nothing without writeback */
+    if (!err) {
+        if (fs->wb)
+            writeback_retune(fs, &next); /* writeback.c */
+        blk_set_bw_limit(fs->dev, next.dev_bw);
+        optspec_copy(&library_options, s, &fs->opts, &next);
+    }
+    pthread_mutex_unlock(&fs->tune_lock);
+    return err;
+}
+
+/* "wb.tune.NAME": every option f2fuse_tune may change, as the mount runs with it. */
+static void emit_tunables(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
+{
+    char key[96];
+    pthread_mutex_lock(&fs->tune_lock);
+    for (size_t i = 0; i < library_options.count; i++) {
+        const struct optspec *s = &library_options.specs[i];
+        if (!(s->flags & (OPTSPEC_LIVE | OPTSPEC_LIVE_RO)))
+            continue;
+        snprintf(key, sizeof(key), "wb.tune.%s", s->name);
+        fn(arg, key, optspec_number(s, &fs->opts));
+    }
+    pthread_mutex_unlock(&fs->tune_lock);
 }
 
 void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
@@ -44,6 +82,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
         nat_emit_stats(fs->nat, fn, arg);
     checkpoint_merge_stats(fs, fn, arg);
     discard_emit_stats(fs, fn, arg); /* discard.c */
+    emit_tunables(fs, fn, arg);
     writeback_emit_stats(fs, fn, arg); /* writeback.c */
     gc_emit_stats(fs, fn, arg);      /* gc.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));

@@ -114,6 +114,19 @@ int sync_main(int argc, char **argv)
     return status;
 }
 
+/* f2fuse options [--troff]: every option with its help, default and range (--troff: the
+ * man page's option summary, which `make man` splices into man/f2fuse.8). */
+static int options_main(int argc, char **argv)
+{
+    bool troff = argc == 2 && strcmp(argv[1], "--troff") == 0;
+    if (argc > 2 || (argc == 2 && !troff)) {
+        fprintf(stderr, "usage: f2fuse options [--troff]\n");
+        return 2;
+    }
+    mount_options_describe(stdout, troff);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -125,6 +138,7 @@ static void usage(FILE *out)
             "       f2fuse sync MOUNTPOINT...              make everything written durable\n"
             "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
             "       f2fuse unsparse [-f] SPARSE RAW        expand an Android sparse image to a raw one\n"
+            "       f2fuse options [--troff]               every -o option: help, default, range\n"
             "mount flags: -f foreground, -d debug (implies -f), -s single-threaded\n");
     mount_options_help(out);
     fprintf(out, "manual: man 8 f2fuse\n");
@@ -150,6 +164,8 @@ int main(int argc, char **argv)
         return unsparse_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "info") == 0)
         return info_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "options") == 0)
+        return options_main(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;

@@ -25,7 +25,6 @@
 #include "core/namei.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "util/parse.h"
 
 struct cp_request {
     struct cp_request *next;
@@ -70,17 +69,6 @@ static void record_wait(struct cp_control *cc, uint64_t ns)
     if (ns > cc->wait_max_ns)
         cc->wait_max_ns = ns;
     cc->waits++;
-}
-
-int checkpoint_merge_option_set(struct f2fuse_options *o, const char *name, const char *value)
-{
-    if (strcmp(name, "checkpoint_batch_us") != 0)
-        return -ENOENT;
-    uint64_t n;
-    if (!value || parse_size(value, &n) || n > 1000000)
-        return -EINVAL;
-    o->checkpoint_batch_us = (unsigned)n;
-    return 0;
 }
 
 /* Remembers that caller tid asked (or was served) at now.  Under cc->lock. */

@@ -43,8 +43,6 @@ int checkpoint_request(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scop
 /* The same for a known caller (thread id; 0 = anonymous: timer, pressure, GC). */
 int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid,
                           enum cp_scope scope);
-/* Parses checkpoint_batch_us; -ENOENT for any other name. */
-int checkpoint_merge_option_set(struct f2fuse_options *o, const char *name, const char *value);
 int checkpoint_merge_start(struct f2fuse *fs);
 void checkpoint_merge_stop(struct f2fuse *fs);
 void checkpoint_merge_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);

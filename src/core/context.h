@@ -32,6 +32,7 @@ struct inode_ref;
  * mount and are immutable on a read-only mount. */
 struct f2fuse {
     struct f2fuse_options opts;
+    pthread_mutex_t tune_lock; /* the options f2fuse_tune changes, while mounted */
     struct blk_dev *dev;
     struct pcache *cache;
 

@@ -46,7 +46,6 @@
 #include "core/segment.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "util/parse.h"
 #include "util/stats.h"
 
 #define SEG_BLKS F2FS_BLOCKS_PER_SEG
@@ -64,7 +63,6 @@
  * on an image file a discard is a hole punched into the host file, which the host file
  * system serialises with the O_DIRECT writes in flight: -10 % on 128 KiB overwrites), but
  * never longer than this: a busy mount still gives freed space back. */
-#define DEFAULT_IDLE_MS 100u
 #define MAX_DEFER_NS (10ull * 1000000000ull)
 
 enum { SF_PENDING = 1u, SF_INFLIGHT = 2u, SF_DONE = 4u };
@@ -118,65 +116,6 @@ struct discard_control {
         st_splits, st_errors, st_cancelled, st_waits, st_dropped, st_trims, st_trim_bytes,
         st_inflight_max, st_idle_waits;
 };
-
-/* ---- options --------------------------------------------------------------------------- */
-
-/* Online discard is on by default, as in the kernel (when the device supports it): an image
- * file then gives freed space back to the host as it goes, and what it costs stays off the
- * foreground (a background thread, low priority, only runs of 16 blocks or more; measured
- * within noise on 4 KiB random writes). */
-void discard_options_init(struct f2fuse_options *o)
-{
-    o->discard = true;
-    o->discard_mode = F2FUSE_DISCARD_PARALLEL;
-    o->discard_max = DEFAULT_MAX_BYTES;
-    o->discard_qd = DEFAULT_QD;
-    o->discard_idle_ms = DEFAULT_IDLE_MS;
-}
-
-int discard_option_set(struct f2fuse_options *o, const char *name, const char *value)
-{
-    if (strcmp(name, "discard") == 0 || strcmp(name, "nodiscard") == 0) {
-        if (value)
-            return -EINVAL;
-        o->discard = name[0] == 'd';
-        return 0;
-    }
-    bool mode = strcmp(name, "discard_mode") == 0, max = strcmp(name, "discard_max") == 0,
-         qd = strcmp(name, "discard_qd") == 0, idle = strcmp(name, "discard_idle_ms") == 0;
-    if (!mode && !max && !qd && !idle)
-        return -ENOENT;
-    if (!value)
-        return -EINVAL;
-    if (mode) {
-        if (strcmp(value, "block") == 0)
-            o->discard_mode = F2FUSE_DISCARD_BLOCK;
-        else if (strcmp(value, "serial") == 0)
-            o->discard_mode = F2FUSE_DISCARD_SERIAL;
-        else if (strcmp(value, "parallel") == 0)
-            o->discard_mode = F2FUSE_DISCARD_PARALLEL;
-        else
-            return -EINVAL;
-        return 0;
-    }
-    uint64_t n;
-    if (parse_size(value, &n))
-        return -EINVAL;
-    if (idle) {
-        if (n > 60000)
-            return -EINVAL;
-        o->discard_idle_ms = (unsigned)n;
-    } else if (max) {
-        if (n < F2FS_BLKSIZE || n > (1ull << 32) - F2FS_BLKSIZE)
-            return -EINVAL;
-        o->discard_max = n;
-    } else {
-        if (n < 1 || n > 4096)
-            return -EINVAL;
-        o->discard_qd = (unsigned)n;
-    }
-    return 0;
-}
 
 /* ---- per-segment bitmaps (NULL = no block, dc->full = every block) --------------------- */
 

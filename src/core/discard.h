@@ -17,11 +17,6 @@
 struct f2fuse;
 struct discard_control;
 
-/* Options: discard / nodiscard, discard_mode=block|serial|parallel, discard_max=BYTES,
- * discard_qd=N.  discard_option_set returns -ENOENT for a name that is not one of them. */
-void discard_options_init(struct f2fuse_options *o);
-int discard_option_set(struct f2fuse_options *o, const char *name, const char *value);
-
 /* Mount side (read-write mounts): fs->discard, plus the background thread with -o discard.
  * discard_destroy issues what is still queued (for at most 5 s, as the kernel at umount),
  * then frees everything. */

@@ -27,13 +27,11 @@
 #include "core/space.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "util/parse.h"
 
 #define BLKS F2FS_BLOCKS_PER_SEG
 #define GC_MAX_VICTIMS 8          /* per round, i.e. per checkpoint */
 #define BG_MAX_VICTIMS 2
 #define BG_MAX_VALID (BLKS * 3 / 4) /* background GC leaves segments fuller than this */
-#define DEFAULT_IDLE_MS 1000u
 
 struct gc_control {
     pthread_mutex_t lock; /* one round at a time */
@@ -46,46 +44,6 @@ struct gc_control {
     atomic_uint_fast64_t data_moved, node_moved, unmovable, enospc, fg_wait_ns;
     atomic_uint_fast64_t pinned_skipped; /* data blocks of pinned files left in place */
 };
-
-/* ---- options ---------------------------------------------------------------------------- */
-
-void gc_options_init(struct f2fuse_options *o)
-{
-    o->background_gc = F2FUSE_BGGC_ON;
-    o->gc_idle_ms = DEFAULT_IDLE_MS;
-    o->gc_ssr = true;
-}
-
-int gc_option_set(struct f2fuse_options *o, const char *name, const char *value)
-{
-    if (strcmp(name, "background_gc") == 0) {
-        if (!value)
-            return -EINVAL;
-        if (strcmp(value, "on") == 0)
-            o->background_gc = F2FUSE_BGGC_ON;
-        else if (strcmp(value, "off") == 0)
-            o->background_gc = F2FUSE_BGGC_OFF;
-        else if (strcmp(value, "sync") == 0)
-            o->background_gc = F2FUSE_BGGC_SYNC;
-        else
-            return -EINVAL;
-        return 0;
-    }
-    if (strcmp(name, "ssr") == 0 || strcmp(name, "nossr") == 0) {
-        if (value)
-            return -EINVAL;
-        o->gc_ssr = name[0] == 's';
-        return 0;
-    }
-    if (strcmp(name, "gc_idle_ms") == 0) {
-        uint64_t n;
-        if (!value || parse_size(value, &n) || n < 10 || n > 3600000)
-            return -EINVAL;
-        o->gc_idle_ms = (unsigned)n;
-        return 0;
-    }
-    return -ENOENT;
-}
 
 /* ---- moving one block ------------------------------------------------------------------- */
 

@@ -27,12 +27,6 @@ struct gc_control;
 #define F2FUSE_BGGC_ON 1u
 #define F2FUSE_BGGC_SYNC 2u
 
-/* Options: background_gc=on|off|sync, gc_idle_ms=N (how long without a write operation
- * counts as idle; default 1000), ssr / nossr (slack space reuse near full; the default is
- * ssr, nossr is the baseline of bench/gc).  gc_option_set returns -ENOENT for other names. */
-void gc_options_init(struct f2fuse_options *o);
-int gc_option_set(struct f2fuse_options *o, const char *name, const char *value);
-
 /* Read-write mounts: fs->gc and the background thread (started after recovery). */
 int gc_init(struct f2fuse *fs);
 int gc_start(struct f2fuse *fs);

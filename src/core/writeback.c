@@ -36,7 +36,6 @@
 #include "core/segment.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "util/parse.h"
 #include "util/stats.h"
 #include "core/writeback_ctl.h"
 
@@ -98,72 +97,6 @@ struct wb_control {
 
 /* ---- options ---------------------------------------------------------------------- */
 
-void writeback_options_init(struct f2fuse_options *o)
-{
-    o->dirty_bytes = 0;
-    o->dirty_ratio = 20;
-    o->dirty_background_bytes = 0;
-    o->dirty_background_ratio = 10;
-    o->dirty_expire_ms = 30000;
-    o->writeback_interval_ms = 5000;
-    o->dirty_background_time = 0;
-    o->dev_bw = 0;
-}
-
-/* The one parser for mount options and `f2fuse set`.  Setting a ratio clears the byte
- * value that would override it (the kernel's vm.dirty_* pairs behave the same). */
-static int parse_tunable(struct wb_tunables *t, uint64_t *dev_bw, const char *name,
-                         const char *value)
-{
-    static const char *const names[] = {"dirty_bytes", "dirty_ratio", "dirty_background_bytes",
-                                        "dirty_background_ratio", "dirty_expire_ms",
-                                        "writeback_interval_ms", "dirty_background_time",
-                                        "dev_bw"};
-    int which = -1;
-    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
-        if (strcmp(name, names[i]) == 0)
-            which = i;
-    if (which < 0)
-        return -ENOENT;
-    uint64_t n;
-    if (!value || parse_size(value, &n))
-        return -EINVAL;
-    const uint64_t day_ms = 86400000ull;
-    switch (which) {
-    case 0: t->dirty_bytes = n; break;
-    case 1:
-        if (n > 100)
-            return -EINVAL;
-        t->dirty_ratio = (unsigned)n;
-        t->dirty_bytes = 0;
-        break;
-    case 2: t->dirty_background_bytes = n; break;
-    case 3:
-        if (n > 100)
-            return -EINVAL;
-        t->dirty_background_ratio = (unsigned)n;
-        t->dirty_background_bytes = 0;
-        break;
-    case 4:
-    case 5:
-    case 6: { /* milliseconds, at most a day */
-        if (n > day_ms)
-            return -EINVAL;
-        unsigned *ms = which == 4   ? &t->dirty_expire_ms
-                       : which == 5 ? &t->writeback_interval_ms
-                                    : &t->dirty_background_time;
-        *ms = (unsigned)n;
-        break;
-    }
-    case 7:
-        if (n && n < 65536)
-            return -EINVAL; /* below 64 KiB/s a 4 KiB block would take most of a second */
-        *dev_bw = n;
-        break;
-    }
-    return 0;
-}
-
 static struct wb_tunables tunables_of(const struct f2fuse_options *o)
 {
     return (struct wb_tunables){.dirty_bytes = o->dirty_bytes,
@@ -173,24 +106,6 @@ static struct wb_tunables tunables_of(const struct f2fuse_options *o)
                                 .dirty_expire_ms = o->dirty_expire_ms,
                                 .writeback_interval_ms = o->writeback_interval_ms,
                                 .dirty_background_time = o->dirty_background_time};
-}
-
-int writeback_option_set(struct f2fuse_options *o, const char *name, const char *value)
-{
-    struct wb_tunables t = tunables_of(o);
-    uint64_t bw = o->dev_bw;
-    int err = parse_tunable(&t, &bw, name, value);
-    if (err)
-        return err;
-    o->dirty_bytes = t.dirty_bytes;
-    o->dirty_ratio = t.dirty_ratio;
-    o->dirty_background_bytes = t.dirty_background_bytes;
-    o->dirty_background_ratio = t.dirty_background_ratio;
-    o->dirty_expire_ms = t.dirty_expire_ms;
-    o->writeback_interval_ms = t.writeback_interval_ms;
-    o->dirty_background_time = t.dirty_background_time;
-    o->dev_bw = bw;
-    return 0;
 }
 
 static void limits_locked(struct f2fuse *fs, struct wb_limits *l)
@@ -211,33 +126,14 @@ static void publish_limits_locked(struct f2fuse *fs)
     atomic_store_explicit(&fs->wb->fast_hard, l.hard, memory_order_relaxed);
 }
 
-int writeback_tune(struct f2fuse *fs, const char *name, const char *value)
+void writeback_retune(struct f2fuse *fs, const struct f2fuse_options *opts)
 {
     struct wb_control *wb = fs->wb;
-    uint64_t bw = blk_bw_limit(fs->dev);
-    if (!wb) {
-        /* read-only mount: only the device limit means anything */
-        struct wb_tunables t = {0};
-        int err = parse_tunable(&t, &bw, name, value);
-        if (err)
-            return err;
-        if (strcmp(name, "dev_bw") != 0)
-            return -EROFS;
-        blk_set_bw_limit(fs->dev, bw);
-        return 0;
-    }
     pthread_mutex_lock(&wb->lock);
-    struct wb_tunables t = wb->t;
-    int err = parse_tunable(&t, &bw, name, value);
-    if (!err) {
-        wb->t = t;
-        publish_limits_locked(fs);
-        pthread_cond_signal(&wb->wake); /* a new threshold may call for writeback now */
-    }
+    wb->t = tunables_of(opts);
+    publish_limits_locked(fs);
+    pthread_cond_signal(&wb->wake); /* a new threshold may call for writeback now */
     pthread_mutex_unlock(&wb->lock);
-    if (!err)
-        blk_set_bw_limit(fs->dev, bw);
-    return err;
 }
 
 /* ---- decisions -------------------------------------------------------------------- */
@@ -804,21 +700,12 @@ void writeback_account(struct f2fuse *fs, uint64_t bytes, uint64_t busy_ns)
 
 void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)
 {
-    emit(sink, "wb.tune.dev_bw", blk_bw_limit(fs->dev));
     struct wb_control *wb = fs->wb;
     if (!wb)
         return;
     pthread_mutex_lock(&wb->lock);
     struct wb_limits l;
     limits_locked(fs, &l);
-    const struct wb_tunables *t = &wb->t;
-    emit(sink, "wb.tune.dirty_bytes", t->dirty_bytes);
-    emit(sink, "wb.tune.dirty_ratio", t->dirty_ratio);
-    emit(sink, "wb.tune.dirty_background_bytes", t->dirty_background_bytes);
-    emit(sink, "wb.tune.dirty_background_ratio", t->dirty_background_ratio);
-    emit(sink, "wb.tune.dirty_expire_ms", t->dirty_expire_ms);
-    emit(sink, "wb.tune.writeback_interval_ms", t->writeback_interval_ms);
-    emit(sink, "wb.tune.dirty_background_time", t->dirty_background_time);
     emit(sink, "wb.limit.hard_bytes", l.hard);
     emit(sink, "wb.limit.background_bytes", l.background);
     emit(sink, "wb.limit.bg_time_bytes", l.bg_time);

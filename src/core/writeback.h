@@ -14,20 +14,15 @@
 struct f2fuse;
 struct wb_control;
 
-/* Options: dirty_bytes, dirty_ratio, dirty_background_bytes, dirty_background_ratio,
- * dirty_expire_ms, writeback_interval_ms, dirty_background_time, dev_bw.
- * writeback_option_set returns -ENOENT for a name that is not one of them. */
-void writeback_options_init(struct f2fuse_options *o);
-int writeback_option_set(struct f2fuse_options *o, const char *name, const char *value);
-
 /* Read-write mounts: fs->wb and the flusher thread.  writeback_stop ends the thread (before
  * the final checkpoint, which writes everything anyway); writeback_destroy frees. */
 int writeback_init(struct f2fuse *fs);
 void writeback_stop(struct f2fuse *fs);
 void writeback_destroy(struct f2fuse *fs);
 
-/* A running mount's tunables by name (the option names above): 0, -ENOENT, -EINVAL. */
-int writeback_tune(struct f2fuse *fs, const char *name, const char *value);
+/* Takes the writeback options (dirty_*, writeback_interval_ms) of opts as the running
+ * mount's tunables (f2fuse_tune has validated them). */
+void writeback_retune(struct f2fuse *fs, const struct f2fuse_options *opts);
 
 /* Write path, outside every lock: _before waits while the write would take dirty data past
  * the hard limit; _after pauses the writer smoothly and kicks the flusher. */

@@ -32,107 +32,7 @@
 /* Attributes and entries may be cached by the kernel for long: every change to the image
  * passes through this daemon. */
 #define CACHE_TIMEOUT 60.0
-#define MAX_IO (1u << 20)
-
-/* ---- FUSE performance options (issue #8, bench/fio; defaults and why: docs/ARCHITECTURE.md
- * "Performance").  Parsed here, not in the library: they only shape the kernel side. */
-struct fuse_perf_opts {
-    bool writeback_cache; /* the kernel's page cache buffers writes in front of ours */
-    bool keep_cache;      /* an open keeps the kernel's cached pages of the file */
-    unsigned max_write;   /* largest WRITE request, bytes, <= 1 MiB */
-    unsigned read_ahead_kb; /* set on the mount's bdi: 1024 gives 1 MiB buffered READs */
-    /* Background requests (readahead, async) the kernel keeps in flight; at 3/4 of it the
-     * connection counts as congested and the kernel drops async readahead.  The default,
-     * 12, congested at once under 16 readers: their readahead shrank to a few KiB READs
-     * (4 KiB sequential fio: 102,853 READs of ~18 KiB in 4 s, 118k IOPS; with 64: 10,791
-     * READs, 456k IOPS). */
-    unsigned max_background;
-    /* Requests over io_uring (fuse_ring.c): threads per kernel queue (one per possible
-     * CPU), 0 = off.  ring_auto (the default): taken when the kernel offers it (the fuse
-     * module's enable_uring is on), quietly left when not; an explicit fuse_ring says so. */
-    unsigned fuse_ring;
-    bool ring_auto;
-};
-
-/* Ring threads per CPU queue by default: each serves one request at a time, so a queue
- * needs several when requests block on the device; a 1 MiB payload buffer each bounds how
- * many (16 per queue on 2 CPUs, 2 per queue from 32 CPUs on). */
-static unsigned ring_threads_default(void)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    unsigned n = cpus > 0 ? (unsigned)(64 / cpus) : 2;
-    return n < 2 ? 2 : n > 16 ? 16 : n;
-}
-
-static void perf_opts_init(struct fuse_perf_opts *o)
-{
-    *o = (struct fuse_perf_opts){.writeback_cache = false, .keep_cache = true,
-                                 .max_write = MAX_IO, .read_ahead_kb = 1024,
-                                 .max_background = 64, .fuse_ring = ring_threads_default(),
-                                 .ring_auto = true};
-}
-
-static int on_off(const char *value, bool *out)
-{
-    if (!value || !strcmp(value, "on") || !strcmp(value, "1"))
-        *out = true;
-    else if (!strcmp(value, "off") || !strcmp(value, "0"))
-        *out = false;
-    else
-        return -EINVAL;
-    return 0;
-}
-
-/* 0 when name is one of ours, -ENOENT when not, -EINVAL for a bad value. */
-static int perf_opt_set(struct fuse_perf_opts *o, const char *name, const char *value)
-{
-    char *end;
-    if (!strcmp(name, "writeback_cache"))
-        return on_off(value, &o->writeback_cache);
-    if (!strcmp(name, "nowriteback_cache") && !value)
-        return o->writeback_cache = false, 0;
-    if (!strcmp(name, "keep_cache"))
-        return on_off(value, &o->keep_cache);
-    if (!strcmp(name, "nofuse_ring") && !value)
-        return o->fuse_ring = 0, o->ring_auto = false, 0;
-    if (!strcmp(name, "fuse_ring")) {
-        if (value && !strcmp(value, "auto"))
-            return o->fuse_ring = ring_threads_default(), o->ring_auto = true, 0;
-        if (value && !strcmp(value, "off"))
-            return o->fuse_ring = 0, o->ring_auto = false, 0;
-        unsigned long v = value && *value ? strtoul(value, &end, 10) : ring_threads_default();
-        if (value && (!*value || *end || v > 64))
-            return -EINVAL;
-        o->fuse_ring = (unsigned)v;
-        o->ring_auto = false;
-        return 0;
-    }
-    if (!strcmp(name, "max_background")) {
-        unsigned long v = value && *value ? strtoul(value, &end, 10) : 0;
-        if (!value || !*value || *end || v == 0 || v > 65535)
-            return -EINVAL;
-        o->max_background = (unsigned)v;
-        return 0;
-    }
-    if (!strcmp(name, "max_write") || !strcmp(name, "read_ahead_kb")) {
-        if (!value || !*value)
-            return -EINVAL;
-        unsigned long v = strtoul(value, &end, 10);
-        if (*end || v == 0)
-            return -EINVAL;
-        if (name[0] == 'm') {
-            if (v > MAX_IO || v < 4096) /* fuse-notes: above 1 MiB kills the session */
-                return -EINVAL;
-            o->max_write = (unsigned)v;
-        } else {
-            if (v > 65536)
-                return -EINVAL;
-            o->read_ahead_kb = (unsigned)v;
-        }
-        return 0;
-    }
-    return -ENOENT;
-}
+#define MAX_IO FUSE_MAX_IO
 
 /* The kernel's readahead window on this mount: FUSE's default (128 KiB) cuts buffered
  * sequential reads into 128 KiB READs; 1 MiB makes them 1 MiB (fuse-notes).  The bdi is
@@ -166,7 +66,6 @@ static void set_read_ahead(const char *mnt, unsigned kb)
     if (fclose(f) != 0)
         log_warn("cannot set %s: %s", path, strerror(errno));
 }
-/* ---- end of FUSE performance options */
 
 enum fuse_op { OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_READDIR,
                OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_CREATE, OP_MKNOD,
@@ -948,8 +847,9 @@ static int ctl_set(struct daemon *d, const char *assignment, FILE *out)
     memcpy(name, assignment, nlen);
     name[nlen] = '\0';
     int err = f2fuse_tune(d->fs, name, eq + 1);
-    if (err == -ENOENT)
-        fprintf(out, "error: '%s' cannot be changed on a running mount\n", name);
+    if (err == -ENOENT || err == -EPERM) /* `f2fuse options` says which ones can */
+        fprintf(out, "error: '%s' cannot be changed on a running mount (%s)\n", name,
+                err == -ENOENT ? "no such option" : "only at mount time");
     else if (err == -EINVAL)
         fprintf(out, "error: bad value for '%s': '%s'\n", name, eq + 1);
     else if (err)
@@ -1016,24 +916,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     }
     if (key != FUSE_OPT_KEY_OPT || arg[0] == '-')
         return 1; /* -f, -d, -s, ...: for fuse_parse_cmdline */
-    char name[64]; /* FUSE tuning first: the kernel-side options of this daemon */
-    const char *eq = strchr(arg, '=');
-    size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-    if (nlen < sizeof(name)) {
-        memcpy(name, arg, nlen);
-        name[nlen] = '\0';
-        int err = perf_opt_set(&c->perf, name, eq ? eq + 1 : NULL);
-        if (err == 0)
-            return 0;
-        if (err == -EINVAL) {
-            fprintf(stderr, "f2fuse: error: bad value in option '%s' (writeback_cache=on|off, "
-                            "keep_cache=on|off, max_write=BYTES, read_ahead_kb=N, "
-                            "max_background=N, fuse_ring=N|auto|off)\n", arg);
-            c->bad = true;
-            return -1;
-        }
-    }
-    switch (mount_option(&c->opts, &c->test, &c->ids, arg)) { /* options.c */
+    switch (mount_option(&c->opts, &c->test, &c->ids, &c->perf, arg)) { /* options.c */
     case MOPT_TAKEN:
     case MOPT_DROP:
         return 0;
@@ -1111,7 +994,7 @@ int mount_main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cmdline c = {0};
     f2fuse_options_init(&c.opts);
-    perf_opts_init(&c.perf);
+    fuse_perf_opts_init(&c.perf);
     c.opts.track_lookups = true; /* the kernel's nodeids stay valid until it forgets them */
     if (fuse_opt_parse(&args, &c, NULL, opt_proc) != 0 || c.bad) {
         fuse_opt_free_args(&args);

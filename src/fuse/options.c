@@ -8,11 +8,14 @@
  * dropped (f2fuse never writes an atime on a read, whatever they say). */
 #include "fuse/options.h"
 
+#include "util/optspec.h"
+
 #include <errno.h>
 #include <pwd.h>
 #include <grp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* FUSE and kernel mount options libfuse 3.14 accepts and f2fuse passes on.  "=" at the end
  * means the option takes a value.  clone_fd, max_idle_threads= and max_threads= are read by
@@ -76,26 +79,120 @@ static bool parse_id(const char *v, bool user, uint32_t *out)
     return gr != NULL;
 }
 
-static enum mount_opt_verdict id_option(struct id_map *ids, const char *name, const char *value,
-                                        const char *item)
+static int set_uid(void *target, const char *value)
 {
-    bool ok;
-    if (strcmp(name, "uid") == 0)
-        ok = ids->has_uid = parse_id(value, true, &ids->uid);
-    else if (strcmp(name, "gid") == 0)
-        ok = ids->has_gid = parse_id(value, false, &ids->gid);
-    else
-        ok = ids->has_umask = parse_u32(value, &ids->umask, 8, 0777);
-    if (ok)
+    struct id_map *ids = target;
+    return (ids->has_uid = parse_id(value, true, &ids->uid)) ? 0 : -EINVAL;
+}
+
+static int set_gid(void *target, const char *value)
+{
+    struct id_map *ids = target;
+    return (ids->has_gid = parse_id(value, false, &ids->gid)) ? 0 : -EINVAL;
+}
+
+static int set_umask(void *target, const char *value)
+{
+    struct id_map *ids = target;
+    return (ids->has_umask = parse_u32(value, &ids->umask, 8, 0777)) ? 0 : -EINVAL;
+}
+
+static const struct optspec id_specs[] = {
+    {.name = "uid", .kind = OPTSPEC_CUSTOM, .parse = set_uid, .metavar = "uid=ID",
+     .help = "Every file is shown as owned by this user (a number or a name known here)."},
+    {.name = "gid", .kind = OPTSPEC_CUSTOM, .parse = set_gid, .metavar = "gid=ID",
+     .help = "Every file is shown in this group (a number or a name known here)."},
+    {.name = "umask", .kind = OPTSPEC_CUSTOM, .parse = set_umask, .metavar = "umask=OCTAL",
+     .help = "These permission bits (an octal mode up to 0777) are cleared in what is shown."},
+};
+static const struct optspec_table id_options = OPTSPEC_TABLE("ownership shown", id_specs);
+
+/* Ring threads per CPU queue by default: each serves one request at a time, so a queue
+ * needs several when requests block on the device; a 1 MiB payload buffer each bounds how
+ * many (16 per queue on 2 CPUs, 2 per queue from 32 CPUs on). */
+static unsigned ring_threads_default(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    unsigned n = cpus > 0 ? (unsigned)(64 / cpus) : 2;
+    return n < 2 ? 2 : n > 16 ? 16 : n;
+}
+
+/* fuse_ring alone: the default thread count, but the mount says why when there is no ring;
+ * auto: the same, quietly; off (or nofuse_ring): never. */
+static int set_fuse_ring(void *target, const char *value)
+{
+    struct fuse_perf_opts *o = target;
+    o->ring_auto = value && strcmp(value, "auto") == 0;
+    if (!value || o->ring_auto) {
+        o->fuse_ring = ring_threads_default();
+        return 0;
+    }
+    uint32_t n = 0;
+    if (strcmp(value, "off") != 0 && !parse_u32(value, &n, 10, 64))
+        return -EINVAL;
+    o->fuse_ring = n;
+    return 0;
+}
+
+static int set_no_fuse_ring(void *target, const char *value)
+{
+    return value ? -EINVAL : set_fuse_ring(target, "off");
+}
+
+#define PERF(member) OPTSPEC_FIELD(struct fuse_perf_opts, member)
+static const struct optspec perf_specs[] = {
+    {.name = "writeback_cache", .negated = "nowriteback_cache", .kind = OPTSPEC_FLAG,
+     PERF(writeback_cache), .flags = OPTSPEC_ON_OFF, .fallback = "off",
+     .help = "The kernel's page cache buffers writes in front of f2fuse's own."},
+    {.name = "keep_cache", .kind = OPTSPEC_FLAG, PERF(keep_cache), .flags = OPTSPEC_ON_OFF,
+     .fallback = "on", .help = "An open keeps the kernel's cached pages of the file."},
+    {.name = "max_write", .kind = OPTSPEC_NUMBER, PERF(max_write), .min = 4096,
+     .max = FUSE_MAX_IO, .fallback = "1M", .metavar = "BYTES",
+     .help = "Largest WRITE request the kernel sends."},
+    {.name = "read_ahead_kb", .kind = OPTSPEC_NUMBER, PERF(read_ahead_kb), .min = 1,
+     .max = 65536, .fallback = "1024", .metavar = "KB",
+     .help = "The kernel's read-ahead window on the mount."},
+    {.name = "max_background", .kind = OPTSPEC_NUMBER, PERF(max_background), .min = 1,
+     .max = 65535, .fallback = "64", .metavar = "N",
+     .help = "Background requests (read-ahead, asynchronous) the kernel keeps in flight."},
+    {.name = "fuse_ring", .kind = OPTSPEC_CUSTOM, .parse = set_fuse_ring, .fallback = "auto",
+     .metavar = "fuse_ring[=N|auto|off]",
+     .help = "Requests over io_uring, N threads per kernel queue (1..64), when offered."},
+    {.name = "nofuse_ring", .kind = OPTSPEC_CUSTOM, .parse = set_no_fuse_ring,
+     .metavar = "nofuse_ring", .help = "Requests through /dev/fuse only."},
+};
+static const struct optspec_table perf_options = OPTSPEC_TABLE("FUSE tuning", perf_specs);
+
+void fuse_perf_opts_init(struct fuse_perf_opts *perf)
+{
+    memset(perf, 0, sizeof(*perf));
+    optspec_defaults(&perf_options, perf);
+}
+
+/* One of the daemon's own tables takes the item: MOPT_TAKEN, MOPT_BAD with a message naming
+ * what the option accepts, or MOPT_PASS (not theirs: the caller goes on). */
+static enum mount_opt_verdict own_option(const struct optspec_table *t, void *target,
+                                         const char *name, const char *value,
+                                         const char *item)
+{
+    int err = optspec_set(t, target, name, value);
+    if (err == -ENOENT)
+        return MOPT_PASS;
+    if (!err)
         return MOPT_TAKEN;
-    fprintf(stderr, "f2fuse: error: bad value in option '%s' (uid= and gid= take a number or "
-                    "a name known here, umask= an octal mode up to 0777)\n", item);
+    bool negated;
+    const struct optspec *s = optspec_find(t, name, &negated);
+    char usage[200], range[200];
+    optspec_usage(s, usage, sizeof(usage));
+    optspec_range(s, range, sizeof(range));
+    fprintf(stderr, "f2fuse: error: bad value in option '%s' (%s: %s; %s)\n", item, usage,
+            s->help, range);
     return MOPT_BAD;
 }
 
 enum mount_opt_verdict mount_option(struct f2fuse_options *opts,
                                     struct f2fuse_test_options *test, struct id_map *ids,
-                                    const char *item)
+                                    struct fuse_perf_opts *perf, const char *item)
 {
     char name[64];
     const char *eq = strchr(item, '=');
@@ -105,9 +202,13 @@ enum mount_opt_verdict mount_option(struct f2fuse_options *opts,
     if (nlen < sizeof(name)) {
         memcpy(name, item, nlen);
         name[nlen] = '\0';
-        if (strcmp(name, "uid") == 0 || strcmp(name, "gid") == 0 || strcmp(name, "umask") == 0)
-            return id_option(ids, name, eq ? eq + 1 : NULL, item);
-        int err = f2fuse_test_option_set(opts, test, name, eq ? eq + 1 : NULL);
+        const char *value = eq ? eq + 1 : NULL;
+        enum mount_opt_verdict v = own_option(&perf_options, perf, name, value, item);
+        if (v == MOPT_PASS)
+            v = own_option(&id_options, ids, name, value, item);
+        if (v != MOPT_PASS)
+            return v;
+        int err = f2fuse_test_option_set(opts, test, name, value);
         if (err == 0) /* ro and rw are the kernel mount's too */
             return strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0 ? MOPT_PASS : MOPT_TAKEN;
         if (err == -EINVAL) {
@@ -147,13 +248,28 @@ void mount_options_help(FILE *out)
 {
     fprintf(out, "valid -o options (all described in f2fuse(8)):\n  f2fuse: %s\n",
             f2fuse_option_names());
-    fprintf(out, "  ownership shown: uid=ID, gid=ID, umask=OCTAL\n");
-    fprintf(out, "  FUSE tuning: writeback_cache=on|off, nowriteback_cache, keep_cache=on|off, "
-                 "max_write=BYTES, read_ahead_kb=KB, max_background=N, fuse_ring[=N|auto|off], "
-                 "nofuse_ring\n");
+    const struct optspec_table *own[] = {&id_options, &perf_options};
+    for (int i = 0; i < 2; i++) {
+        fprintf(out, "  %s: ", own[i]->title);
+        optspec_print(own[i], out, OPTSPEC_LIST, false);
+        fputc('\n', out);
+    }
     fprintf(out, "  FUSE and kernel: ");
     print_table(out, fuse_options);
     fprintf(out, "\n  ignored (mount and fstab): ");
     print_table(out, dropped_options);
     fprintf(out, ", x-*, comment=...\n");
+}
+
+void mount_options_describe(FILE *out, bool troff)
+{
+    if (!troff)
+        fprintf(out, "f2fuse options:\n");
+    f2fuse_options_print(out, troff ? F2FUSE_OPTIONS_TROFF : F2FUSE_OPTIONS_LINES);
+    const struct optspec_table *own[] = {&id_options, &perf_options};
+    for (int i = 0; i < 2; i++) {
+        if (!troff)
+            fprintf(out, "%s options:\n", own[i]->title);
+        optspec_print(own[i], out, troff ? OPTSPEC_TROFF : OPTSPEC_LINES, false);
+    }
 }
