@@ -400,6 +400,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
     if (!err && !buf)
         err = -ENOMEM;
     size_t used = 0;
+    unsigned unread = 0; /* entries whose attributes could not be read */
     for (size_t i = 0; !err && i < f.count; i++) {
         struct dir_entry_copy *e = &f.entries[i];
         size_t room = size - used;
@@ -409,8 +410,16 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
             bool dots = strcmp(e->name, ".") == 0 || strcmp(e->name, "..") == 0;
             struct f2fuse_attr a;
             /* By name: the lookup takes the reference the kernel gets with the entry. */
-            bool found = !dots && f2fuse_lookup(d->fs, to_f2fs(d, ino), e->name,
-                                                strlen(e->name), &a) == 0;
+            int lerr = dots ? -ENOENT
+                            : f2fuse_lookup(d->fs, to_f2fs(d, ino), e->name, strlen(e->name), &a);
+            /* An I/O error is not the kernel's to see here (the listing itself worked; its
+             * own LOOKUP of the entry meets the error again if it lasts), but it must not
+             * pass unrecorded: a device that failed a read once is one to know about. */
+            if (lerr && lerr != -ENOENT && unread++ == 0)
+                log_warn("readdirplus: attributes of '%s' in directory %llu: %s; listed by "
+                         "name only", e->name, (unsigned long long)to_f2fs(d, ino),
+                         strerror(-lerr));
+            bool found = lerr == 0;
             if (found && a.ino != e->ino) { /* renamed over meanwhile: name only */
                 f2fuse_forget(d->fs, a.ino, 1);
                 found = false;
@@ -431,6 +440,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
             used += fuse_add_direntry(req, buf + used, room, e->name, &st, (off_t)e->next);
         }
     }
+    if (unread > 1)
+        log_warn("readdirplus: %u entries of directory %llu listed by name only", unread,
+                 (unsigned long long)to_f2fs(d, ino));
     count(d, plus ? OP_READDIRPLUS : OP_READDIR, err);
     if (err)
         reply_err(req, err);
