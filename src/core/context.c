@@ -56,6 +56,7 @@ struct f2fuse *context_create(const struct f2fuse_options *opts)
     pthread_mutex_init(&fs->ns_lock, NULL);
     pthread_mutex_init(&fs->ref_lock, NULL);
     pthread_mutex_init(&fs->tune_lock, NULL);
+    pthread_mutex_init(&fs->space.lock, NULL);
     pthread_mutex_init(&fs->fsync.lock, NULL);
     flush_merge_init(&fs->flushes);
     pthread_mutex_init(&fs->cpc.lock, NULL);
@@ -80,6 +81,7 @@ void context_free(struct f2fuse *fs)
     pthread_mutex_destroy(&fs->ns_lock);
     pthread_mutex_destroy(&fs->ref_lock);
     pthread_mutex_destroy(&fs->tune_lock);
+    pthread_mutex_destroy(&fs->space.lock);
     pthread_mutex_destroy(&fs->fsync.lock);
     flush_merge_destroy(&fs->flushes);
     pthread_mutex_destroy(&fs->cpc.lock);

@@ -94,6 +94,13 @@ struct f2fuse {
     atomic_bool extent_rejected_logged;
     /* data.c: blocks of pinned files (PIN_FILE) rewritten at their own address */
     atomic_uint_fast64_t pinned_inplace_writes;
+    /* Data blocks that operations have claimed (space_claim) and not yet turned into
+     * blocks segment.c counts as used: the space check adds them, so that no block is
+     * promised twice.  Under its own lock: check and claim are one step. */
+    struct {
+        pthread_mutex_t lock;
+        uint64_t claimed;
+    } space;
     /* CLOCK_MONOTONIC ns of the last write-side request (space_reserve): background GC and
      * online discard wait for this to be old enough */
     atomic_uint_fast64_t activity_ns;

@@ -73,7 +73,9 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     if (err)
         return err;
     writeback_throttle_before(fs, size); /* writeback.c: the hard dirty limit */
-    err = space_reserve(fs, blocks_for(size));
+    /* Claimed until data_write has reserved the new blocks in segment.c's count. */
+    uint64_t claim = blocks_for(size);
+    err = space_claim(fs, claim);
     if (err)
         return err;
     file_begin(fs, ino);
@@ -96,6 +98,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
         pcache_put(fs->cache, ipage);
     }
     file_end(fs, ino);
+    space_settle(fs, claim);
     if (ret > 0)
         writeback_throttle_after(fs, (uint64_t)ret); /* writeback.c: smooth pause */
     return ret;
@@ -105,8 +108,11 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
                  struct f2fuse_attr *attr)
 {
     int err = fs_writable(fs);
+    /* A new size allocates no data block (a grown file ends in a hole; a shrunk one
+     * rewrites at most its last, existing block): only the nodes need free segments, and
+     * a full file system must still be able to shrink a file. */
     if (!err && (sa->valid & F2FUSE_SET_SIZE))
-        err = space_reserve(fs, 4);
+        err = space_reserve_to_free(fs, 4);
     if (err)
         return err;
     file_begin(fs, ino);
@@ -208,7 +214,10 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         return -EOPNOTSUPP;
     if (len == 0 || off + len < off)
         return -EINVAL;
-    err = punch ? 0 : space_reserve(fs, blocks_for(len));
+    /* What fallocate reserves is claimed until segment.c counts it: a concurrent claim
+     * sees it either way. */
+    uint64_t claim = punch ? 0 : blocks_for(len);
+    err = punch ? 0 : space_claim(fs, claim);
     if (err)
         return err;
     file_begin(fs, ino);
@@ -267,6 +276,7 @@ put:
     pcache_put(fs->cache, ipage);
 out:
     file_end(fs, ino);
+    space_settle(fs, claim);
     return err;
 }
 

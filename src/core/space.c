@@ -25,22 +25,28 @@ uint64_t space_used_blocks(struct f2fuse *fs)
     return seg_used_blocks(fs->seg);
 }
 
+static uint64_t claimed_blocks(struct f2fuse *fs)
+{
+    pthread_mutex_lock(&fs->space.lock);
+    uint64_t n = fs->space.claimed;
+    pthread_mutex_unlock(&fs->space.lock);
+    return n;
+}
+
 /* Segments kept back from the space check: the three node logs and the hot data log may
  * each need a fresh segment during one checkpoint (SPACE_LOG_RESERVED_SEGMENTS), and GC needs
  * free segments to move valid blocks into (gc_reserved_segments). */
-bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
+static bool segments_room_for(struct f2fuse *fs, uint64_t blocks)
 {
     uint64_t need = space_pending_blocks(fs) + blocks;
-    uint64_t user = le64(fs->cp->user_block_count);
-    *logical = space_used_blocks(fs) + blocks <= user;
     uint32_t free_segs = seg_free_segments(fs->seg);
     uint32_t gc_segs = gc_reserved_segments(fs);
     uint32_t reserved = SPACE_LOG_RESERVED_SEGMENTS + gc_segs;
     uint64_t writable = free_segs > reserved
                             ? (uint64_t)(free_segs - reserved) * F2FS_BLOCKS_PER_SEG
                             : 0;
-    if (!*logical || need <= writable || !fs->opts.gc_ssr)
-        return *logical && need <= writable;
+    if (need <= writable || !fs->opts.gc_ssr)
+        return need <= writable;
     /* Slack space reuse (segment.c): below the reserve, data fills the free slots of other
      * data segments; nodes still need free segments, and may take half of GC's reserve.
      * Once the reserve is touched, GC runs first. */
@@ -50,9 +56,32 @@ bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical)
            data <= writable + seg_ssr_blocks(fs->seg);
 }
 
+bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool claimed, bool *logical)
+{
+    uint64_t user = le64(fs->cp->user_block_count);
+    *logical = space_used_blocks(fs) + claimed_blocks(fs) + (claimed ? 0 : blocks) <= user;
+    return *logical && segments_room_for(fs, blocks);
+}
+
 bool space_room_for_roll_forward(struct f2fuse *fs, uint32_t more_nodes)
 {
     return seg_room_for_roll_forward(fs->seg, more_nodes);
+}
+
+/* What make_room asks of the user-visible space while it works. */
+enum room_kind {
+    ROOM_UNCLAIMED, /* blocks more must fit besides what is used and claimed */
+    ROOM_CLAIMED,   /* blocks are claimed already: used and claimed must fit */
+    ROOM_TO_FREE,   /* nothing: the operation frees space; only segments count */
+};
+
+static bool room_for(struct f2fuse *fs, uint64_t blocks, enum room_kind kind, bool *logical)
+{
+    if (kind == ROOM_TO_FREE) {
+        *logical = true;
+        return segments_room_for(fs, blocks);
+    }
+    return space_room_for(fs, blocks, kind == ROOM_CLAIMED, logical);
 }
 
 /* Foreground rounds without progress (no segment freed) before ENOSPC. */
@@ -61,21 +90,21 @@ bool space_room_for_roll_forward(struct f2fuse *fs, uint32_t more_nodes)
 /* The space check failed with the user-visible space available: free segments are short.
  * A checkpoint comes first (it writes back what is dirty and turns prefree segments free),
  * then GC rounds until blocks fit, or ENOSPC once GC makes no progress. */
-static int make_room(struct f2fuse *fs, uint64_t blocks)
+static int make_room(struct f2fuse *fs, uint64_t blocks, enum room_kind kind)
 {
     bool logical;
     if (!fs->gc) { /* no GC (cannot happen on a read-write mount): a checkpoint is all we have */
         int err = checkpoint_request(fs, BLK_PRIO_NORMAL, CP_ALL_DATA);
         if (err)
             return err;
-        return space_room_for(fs, blocks, &logical) ? 0 : -ENOSPC;
+        return room_for(fs, blocks, kind, &logical) ? 0 : -ENOSPC;
     }
     uint64_t start = clock_mono_ns();
     gc_foreground_begin(fs);
     int err = 0;
     unsigned stuck = 0;
     bool synced = false;
-    while (!space_room_for(fs, blocks, &logical)) {
+    while (!room_for(fs, blocks, kind, &logical)) {
         if (!logical) {
             err = -ENOSPC;
             break;
@@ -103,17 +132,51 @@ static int make_room(struct f2fuse *fs, uint64_t blocks)
     return err;
 }
 
-int space_reserve(struct f2fuse *fs, uint64_t blocks)
+/* The check, then (when only free segments are short) make_room: out-of-place writes need
+ * free segments; a checkpoint writes back what is dirty and turns the segments it emptied
+ * into free ones, and GC (gc.c) cleans victims. */
+static int reserve(struct f2fuse *fs, uint64_t blocks, enum room_kind kind)
 {
     bool logical;
     gc_note_activity(fs); /* gc.c: the background thread waits for idleness */
-    if (space_room_for(fs, blocks, &logical))
+    if (room_for(fs, blocks, kind, &logical))
         return 0;
-    if (!logical)
+    return logical ? make_room(fs, blocks, kind) : -ENOSPC;
+}
+
+int space_reserve(struct f2fuse *fs, uint64_t blocks)
+{
+    return reserve(fs, blocks, ROOM_UNCLAIMED);
+}
+
+int space_reserve_to_free(struct f2fuse *fs, uint64_t blocks)
+{
+    return reserve(fs, blocks, ROOM_TO_FREE);
+}
+
+int space_claim(struct f2fuse *fs, uint64_t blocks)
+{
+    uint64_t user = le64(fs->cp->user_block_count);
+    /* Check and claim in one step under space.lock: what is used grows only by blocks
+     * claimed first (or by metadata), so a claim that fits here is not handed out again. */
+    pthread_mutex_lock(&fs->space.lock);
+    bool fits = space_used_blocks(fs) + fs->space.claimed + blocks <= user;
+    if (fits)
+        fs->space.claimed += blocks;
+    pthread_mutex_unlock(&fs->space.lock);
+    if (!fits)
         return -ENOSPC;
-    /* Out-of-place writes need free segments: a checkpoint writes back what is dirty and
-     * turns the segments it emptied into free ones, and GC (gc.c) cleans victims. */
-    return make_room(fs, blocks);
+    int err = reserve(fs, blocks, ROOM_CLAIMED);
+    if (err)
+        space_settle(fs, blocks);
+    return err;
+}
+
+void space_settle(struct f2fuse *fs, uint64_t blocks)
+{
+    pthread_mutex_lock(&fs->space.lock);
+    fs->space.claimed -= blocks;
+    pthread_mutex_unlock(&fs->space.lock);
 }
 
 void space_after_change(struct f2fuse *fs)

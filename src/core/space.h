@@ -9,14 +9,27 @@ struct f2fuse;
 
 /* Every write operation asks before it changes anything: 0 when blocks more fit (making
  * room first by checkpoint and GC when only free segments are short), -ENOSPC when the
- * user-visible space cannot hold them. */
+ * user-visible space cannot hold them besides what is used and claimed. */
 int space_reserve(struct f2fuse *fs, uint64_t blocks);
+
+/* As space_reserve for data blocks an operation will reserve in the file (fallocate,
+ * write): the blocks are also claimed, so that a concurrent operation's check counts them
+ * until the operation ends with space_settle (its reserved blocks then count as used).
+ * Check and claim are one step: two operations can never be promised the same block. */
+int space_claim(struct f2fuse *fs, uint64_t blocks);
+void space_settle(struct f2fuse *fs, uint64_t blocks);
+
+/* For operations that free space (truncate, and the node writes that carry it): only the
+ * free segments are made sure of; the user-visible space is not asked, so that a full file
+ * system can always shrink. */
+int space_reserve_to_free(struct f2fuse *fs, uint64_t blocks);
 /* After a change: a checkpoint when the page cache is over its budget. */
 void space_after_change(struct f2fuse *fs);
 
-/* Would blocks more (plus what is dirty) fit?  *logical: in the user-visible space;
- * the result also asks for free segments beyond the node logs' and GC's reserve. */
-bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool *logical);
+/* Would blocks more (plus what is dirty) fit?  *logical: in the user-visible space, with
+ * what is claimed (blocks included when already claimed); the result also asks for free
+ * segments beyond the node logs' and GC's reserve. */
+bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool claimed, bool *logical);
 /* Blocks that writing back what is dirty now could take. */
 uint64_t space_pending_blocks(struct f2fuse *fs);
 /* Blocks of the user-visible space in use: valid plus reserved (data and nodes). */
