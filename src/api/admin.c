@@ -12,7 +12,7 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
     memset(st, 0, sizeof(*st));
     uint64_t user = le64(cp->user_block_count), valid = le64(cp->valid_block_count);
     if (fs->seg) {
-        valid = space_used_blocks(fs);
+        valid = space_statfs_used(fs);
         if (valid > user)
             valid = user;
     }

@@ -60,10 +60,12 @@ struct f2fuse *context_create(const struct f2fuse_options *opts)
     pthread_mutex_init(&fs->fsync.lock, NULL);
     flush_merge_init(&fs->flushes);
     pthread_mutex_init(&fs->cpc.lock, NULL);
-    pthread_condattr_t mono; /* the merging daemon's batch wait has a monotonic deadline */
+    /* the merging daemon's batch wait and the space waits have monotonic deadlines */
+    pthread_condattr_t mono;
     pthread_condattr_init(&mono);
     pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
     pthread_cond_init(&fs->cpc.wake, &mono);
+    pthread_cond_init(&fs->space.freed, &mono);
     pthread_condattr_destroy(&mono);
     pthread_cond_init(&fs->cpc.done, NULL);
     pthread_rwlockattr_t prefer_writers;
@@ -82,6 +84,7 @@ void context_free(struct f2fuse *fs)
     pthread_mutex_destroy(&fs->ref_lock);
     pthread_mutex_destroy(&fs->tune_lock);
     pthread_mutex_destroy(&fs->space.lock);
+    pthread_cond_destroy(&fs->space.freed);
     pthread_mutex_destroy(&fs->fsync.lock);
     flush_merge_destroy(&fs->flushes);
     pthread_mutex_destroy(&fs->cpc.lock);

@@ -100,6 +100,11 @@ struct f2fuse {
     struct {
         pthread_mutex_t lock;
         uint64_t claimed;
+        /* Blocks of unlinked inodes that wait only for the kernel's forget: free for
+         * statfs already, as in the kernel (namei.c keeps them per inode). */
+        uint64_t freeing;
+        unsigned frees_running; /* inodes being freed now: statfs waits for them */
+        pthread_cond_t freed;   /* frees_running fell to 0, or freeing fell */
     } space;
     /* CLOCK_MONOTONIC ns of the last write-side request (space_reserve): background GC and
      * online discard wait for this to be old enough */

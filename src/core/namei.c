@@ -61,6 +61,9 @@ struct inode_ref {
     uint32_t opens;
     uint64_t lookups;
     bool unlinked;
+    /* Blocks counted as free already (space_freeing_add): unlinked and not open, the inode
+     * waits only for the kernel's forget, which its unlink has queued. */
+    uint64_t freeing;
 };
 
 /* The entry of ino, created when create is set; called with ref_lock held. */
@@ -114,10 +117,18 @@ static int ref_change(struct f2fuse *fs, uint32_t ino, int opens, int64_t lookup
         pthread_mutex_unlock(&fs->ref_lock);
         return -ENOMEM;
     }
+    uint64_t freeing = 0;
     if (r) {
         r->opens = (uint32_t)((int64_t)r->opens + opens < 0 ? 0 : (int64_t)r->opens + opens);
         r->lookups = (int64_t)r->lookups + lookups < 0 ? 0 : (uint64_t)((int64_t)r->lookups + lookups);
+        freeing = r->freeing;
+        if (r->opens && freeing) { /* opened again (an open that raced the unlink) */
+            space_freeing_cancel(fs, freeing);
+            r->freeing = freeing = 0;
+        }
         free_it = ref_settle(fs, r);
+        if (free_it) /* statfs waits for the free from here on (space.c) */
+            space_free_begin(fs, freeing);
     }
     pthread_mutex_unlock(&fs->ref_lock);
     if (!free_it)
@@ -127,6 +138,7 @@ static int ref_change(struct f2fuse *fs, uint32_t ino, int opens, int64_t lookup
     inode_lock_many(fs, &ino, 1);
     int err = inode_free(fs, ino);
     inode_unlock_many(fs, &ino, 1);
+    space_free_end(fs);
     return err;
 }
 
@@ -152,13 +164,20 @@ static int take_lookup_ref(struct f2fuse *fs, uint32_t ino)
 }
 
 /* Returns true when ino is still referenced (then it is remembered as unlinked, to free
- * at its last release or forget). */
-static bool keep_as_orphan(struct f2fuse *fs, uint32_t ino)
+ * at its last release or forget).  Held by the kernel's lookups alone, its blocks count as
+ * free at once, as in the kernel, whose unlink frees them itself: the forget that frees
+ * them here is already queued. */
+static bool keep_as_orphan(struct f2fuse *fs, uint32_t ino, uint64_t blocks)
 {
     pthread_mutex_lock(&fs->ref_lock);
     struct inode_ref *r = ref_find(fs, ino, false);
-    if (r)
+    if (r) {
         r->unlinked = true;
+        if (!r->opens && !r->freeing && blocks) {
+            r->freeing = blocks;
+            space_freeing_add(fs, blocks);
+        }
+    }
     pthread_mutex_unlock(&fs->ref_lock);
     return r != NULL;
 }
@@ -473,7 +492,7 @@ static int drop_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
     pcache_mark_dirty(fs->cache, dpage);
     fsync_needs_checkpoint(fs, ii->ino);
     fsync_needs_checkpoint(fs, dir->ino); /* recovery only adds names: none into dir now */
-    if (ii->links > 0 || keep_as_orphan(fs, ii->ino))
+    if (ii->links > 0 || keep_as_orphan(fs, ii->ino, le64(page_node(ipage)->i.i_blocks)))
         return 0;
     return 1; /* the caller frees it once it has let go of the page */
 }

@@ -132,6 +132,24 @@ static int make_room(struct f2fuse *fs, uint64_t blocks, enum room_kind kind)
     return err;
 }
 
+/* A free holds the inode's stripe and walks its nodes: seconds at most, even for a huge
+ * file.  An unlinked inode whose forget does not come (a process keeps it as its working
+ * directory) is waited for that long too, then statfs answers and a write gets ENOSPC. */
+#define FREE_WAIT_NS (5 * NS_PER_SEC)
+
+/* Waits while blocks shown free are still being freed; whether there were any. */
+static bool wait_for_frees(struct f2fuse *fs)
+{
+    struct timespec until = clock_deadline(CLOCK_MONOTONIC, FREE_WAIT_NS);
+    pthread_mutex_lock(&fs->space.lock);
+    bool any = fs->space.freeing || fs->space.frees_running;
+    while ((fs->space.freeing || fs->space.frees_running) &&
+           pthread_cond_timedwait(&fs->space.freed, &fs->space.lock, &until) == 0)
+        ;
+    pthread_mutex_unlock(&fs->space.lock);
+    return any;
+}
+
 /* The check, then (when only free segments are short) make_room: out-of-place writes need
  * free segments; a checkpoint writes back what is dirty and turns the segments it emptied
  * into free ones, and GC (gc.c) cleans victims. */
@@ -141,6 +159,8 @@ static int reserve(struct f2fuse *fs, uint64_t blocks, enum room_kind kind)
     gc_note_activity(fs); /* gc.c: the background thread waits for idleness */
     if (room_for(fs, blocks, kind, &logical))
         return 0;
+    if (!logical && wait_for_frees(fs))
+        room_for(fs, blocks, kind, &logical);
     return logical ? make_room(fs, blocks, kind) : -ENOSPC;
 }
 
@@ -159,8 +179,13 @@ int space_claim(struct f2fuse *fs, uint64_t blocks)
     uint64_t user = le64(fs->cp->user_block_count);
     /* Check and claim in one step under space.lock: what is used grows only by blocks
      * claimed first (or by metadata), so a claim that fits here is not handed out again. */
+    struct timespec until = clock_deadline(CLOCK_MONOTONIC, FREE_WAIT_NS);
     pthread_mutex_lock(&fs->space.lock);
-    bool fits = space_used_blocks(fs) + fs->space.claimed + blocks <= user;
+    bool fits;
+    while (!(fits = space_used_blocks(fs) + fs->space.claimed + blocks <= user) &&
+           (fs->space.freeing || fs->space.frees_running) &&
+           pthread_cond_timedwait(&fs->space.freed, &fs->space.lock, &until) == 0)
+        ; /* statfs shows those blocks free already: wait for them rather than refuse */
     if (fits)
         fs->space.claimed += blocks;
     pthread_mutex_unlock(&fs->space.lock);
@@ -177,6 +202,50 @@ void space_settle(struct f2fuse *fs, uint64_t blocks)
     pthread_mutex_lock(&fs->space.lock);
     fs->space.claimed -= blocks;
     pthread_mutex_unlock(&fs->space.lock);
+}
+
+void space_freeing_add(struct f2fuse *fs, uint64_t blocks)
+{
+    pthread_mutex_lock(&fs->space.lock);
+    fs->space.freeing += blocks;
+    pthread_mutex_unlock(&fs->space.lock);
+}
+
+void space_freeing_cancel(struct f2fuse *fs, uint64_t blocks)
+{
+    pthread_mutex_lock(&fs->space.lock);
+    fs->space.freeing -= blocks;
+    pthread_cond_broadcast(&fs->space.freed); /* waiters: those blocks will not come */
+    pthread_mutex_unlock(&fs->space.lock);
+}
+
+void space_free_begin(struct f2fuse *fs, uint64_t blocks)
+{
+    pthread_mutex_lock(&fs->space.lock);
+    fs->space.freeing -= blocks;
+    fs->space.frees_running++;
+    pthread_mutex_unlock(&fs->space.lock);
+}
+
+void space_free_end(struct f2fuse *fs)
+{
+    pthread_mutex_lock(&fs->space.lock);
+    fs->space.frees_running--;
+    pthread_cond_broadcast(&fs->space.freed); /* claims wait for any one free */
+    pthread_mutex_unlock(&fs->space.lock);
+}
+
+uint64_t space_statfs_used(struct f2fuse *fs)
+{
+    struct timespec until = clock_deadline(CLOCK_MONOTONIC, FREE_WAIT_NS);
+    pthread_mutex_lock(&fs->space.lock);
+    while (fs->space.frees_running &&
+           pthread_cond_timedwait(&fs->space.freed, &fs->space.lock, &until) == 0)
+        ;
+    /* read under space.lock: a free's begin and its blocks leaving the count are ordered */
+    uint64_t used = space_used_blocks(fs), freeing = fs->space.freeing;
+    pthread_mutex_unlock(&fs->space.lock);
+    return used > freeing ? used - freeing : 0;
 }
 
 void space_after_change(struct f2fuse *fs)

@@ -26,6 +26,19 @@ int space_reserve_to_free(struct f2fuse *fs, uint64_t blocks);
 /* After a change: a checkpoint when the page cache is over its budget. */
 void space_after_change(struct f2fuse *fs);
 
+/* Inodes that are unlinked and wait only for the kernel's forget (namei.c): their blocks
+ * count as free for statfs at once.  _add when the last name goes, _cancel when the inode
+ * is opened again after all, _begin when its free starts (under namei.c's ref_lock, so
+ * statfs never misses both), _end when it is done. */
+void space_freeing_add(struct f2fuse *fs, uint64_t blocks);
+void space_freeing_cancel(struct f2fuse *fs, uint64_t blocks);
+void space_free_begin(struct f2fuse *fs, uint64_t blocks);
+void space_free_end(struct f2fuse *fs);
+
+/* What statfs shows as used: valid and reserved blocks less those being freed, once no
+ * inode is in the middle of being freed (it waits for those, at most a few seconds). */
+uint64_t space_statfs_used(struct f2fuse *fs);
+
 /* Would blocks more (plus what is dirty) fit?  *logical: in the user-visible space, with
  * what is claimed (blocks included when already claimed); the result also asks for free
  * segments beyond the node logs' and GC's reserve. */
