@@ -351,19 +351,26 @@ static void op_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_da
     fuse_reply_none(req);
 }
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* The reply of getattr and setattr: the attributes, or the error. */
+static void reply_attr(fuse_req_t req, struct daemon *d, enum fuse_op op, int err,
+                       const struct f2fuse_attr *a)
 {
-    struct daemon *d = daemon_of(req);
-    struct f2fuse_attr a;
-    int err = f2fuse_getattr(d->fs, to_f2fs(d, ino), &a);
-    count(d, OP_GETATTR, err);
+    count(d, op, err);
     if (err) {
         reply_err(req, err);
         return;
     }
     struct stat st;
-    attr_to_stat(d, &a, &st);
+    attr_to_stat(d, a, &st);
     fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_getattr(d->fs, to_f2fs(d, ino), &a);
+    reply_attr(req, d, OP_GETATTR, err, &a);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -589,6 +596,19 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
         fuse_reply_statfs(req, &st);
 }
 
+/* The reply of getxattr and listxattr: n bytes of buf (the size alone when size is 0), or
+ * the error; buf is freed. */
+static void reply_xattr_buf(fuse_req_t req, ssize_t n, char *buf, size_t size)
+{
+    if (n < 0)
+        reply_err(req, (int)n);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     struct daemon *d = daemon_of(req);
@@ -599,13 +619,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     }
     ssize_t n = f2fuse_getxattr(d->fs, to_f2fs(d, ino), name, buf, size);
     count(d, OP_GETXATTR, n < 0 && n != -ENODATA);
-    if (n < 0)
-        reply_err(req, (int)n);
-    else if (size == 0)
-        fuse_reply_xattr(req, (size_t)n);
-    else
-        fuse_reply_buf(req, buf, (size_t)n);
-    free(buf);
+    reply_xattr_buf(req, n, buf, size);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -618,13 +632,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     }
     ssize_t n = f2fuse_listxattr(d->fs, to_f2fs(d, ino), buf, size);
     count(d, OP_LISTXATTR, n < 0);
-    if (n < 0)
-        reply_err(req, (int)n);
-    else if (size == 0)
-        fuse_reply_xattr(req, (size_t)n);
-    else
-        fuse_reply_buf(req, buf, (size_t)n);
-    free(buf);
+    reply_xattr_buf(req, n, buf, size);
 }
 
 
@@ -790,14 +798,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         sa.valid |= F2FUSE_SET_KILL_SUIDGID;
     struct f2fuse_attr a;
     int err = f2fuse_setattr(d->fs, to_f2fs(d, ino), &sa, &a);
-    count(d, OP_SETATTR, err);
-    if (err) {
-        reply_err(req, err);
-        return;
-    }
-    struct stat st;
-    attr_to_stat(d, &a, &st);
-    fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+    reply_attr(req, d, OP_SETATTR, err, &a);
 }
 
 /* The I/O priority of the process behind a request (0 when it cannot be had). */
