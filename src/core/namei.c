@@ -597,7 +597,7 @@ static void set_name_hint(struct page *ipage, uint32_t parent, const char *name,
 
 /* What one rename works on: both directories, the source and the target (tgt_ino 0 when
  * the new name is free), as the steps below find, load and change them.  With same_dir,
- * ndpage is odpage and ndir is kept equal to odir. */
+ * ndpage is odpage (put once) and ndir a copy of odir. */
 struct rename_op {
     uint32_t old_parent, new_parent;
     const char *old_name, *new_name;
