@@ -630,6 +630,25 @@ int blk_discard_blockdev(int fd, uint64_t off, uint64_t len)
     return ioctl(fd, BLKDISCARD, range) < 0 ? -errno : 0;
 }
 
+int blk_fd_io(int fd, bool write, void *buf, uint64_t len, off_t pos)
+{
+    uint8_t *p = buf;
+    uint64_t done = 0;
+    while (done < len) {
+        uint64_t want = len - done > BLK_MAX_XFER ? BLK_MAX_XFER : len - done;
+        ssize_t r = write ? pwrite(fd, p + done, want, pos + (off_t)done)
+                          : pread(fd, p + done, want, pos + (off_t)done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -EIO;
+        done += (uint64_t)r;
+    }
+    return 0;
+}
+
 /* ---- open / close ------------------------------------------------------------------ */
 
 uint64_t blk_size(const struct blk_dev *dev)

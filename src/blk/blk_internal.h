@@ -133,6 +133,11 @@ int blk_discard_blockdev(int fd, uint64_t off, uint64_t len);
 /* The largest single read/write handed to the kernel; longer ones continue as "short". */
 #define BLK_MAX_XFER (1ull << 30)
 
+/* Moves exactly len bytes between buf and file position pos of fd with plain pread/pwrite
+ * (BLK_MAX_XFER at most a call, EINTR retried), outside the request machinery: 0, -EIO
+ * when the file ends first, or -errno. */
+int blk_fd_io(int fd, bool write, void *buf, uint64_t len, off_t pos);
+
 /* How many requests from reqs[0] form one contiguous run of reads or of writes with the
  * same priority that one readv/writev can carry (1 when reqs[0] cannot be gathered). */
 unsigned blk_mergeable_run(struct blk_req *const *reqs, unsigned n);

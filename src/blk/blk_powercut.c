@@ -116,20 +116,7 @@ static struct pc_watch *watch_take_locked(struct powercut *pc, const struct blk_
  * must not go through the request machinery it is watching.  0 or -errno. */
 static int pc_io(struct blk_dev *dev, bool write, uint8_t *buf, uint64_t off, uint64_t len)
 {
-    uint64_t done = 0;
-    while (done < len) {
-        uint64_t want = len - done > BLK_MAX_XFER ? BLK_MAX_XFER : len - done;
-        ssize_t r = write ? pwrite(dev->fd, buf + done, want, blk_file_pos(dev, off + done))
-                          : pread(dev->fd, buf + done, want, blk_file_pos(dev, off + done));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return -EIO;
-        done += (uint64_t)r;
-    }
-    return 0;
+    return blk_fd_io(dev->fd, write, buf, len, blk_file_pos(dev, off));
 }
 
 static void pc_log_drop_locked(struct powercut *pc, struct pc_undo *u)

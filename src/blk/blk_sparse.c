@@ -47,18 +47,7 @@ bool blk_sparse_magic(const void *head, size_t len)
 /* pread of exactly len bytes: 0, or -EIO at a short read (the file ends), -errno. */
 static int read_exact(int fd, void *buf, size_t len, uint64_t off)
 {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t r = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return -EIO;
-        done += (size_t)r;
-    }
-    return 0;
+    return blk_fd_io(fd, false, buf, len, (off_t)off);
 }
 
 static int map_add(struct blk_sparse_map *map, size_t *cap, struct blk_sparse_extent e)

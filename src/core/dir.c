@@ -148,6 +148,19 @@ static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct
     return err;
 }
 
+/* The first block of dir at *b or after it that is not a hole, moving *b there; *page is
+ * NULL past the last one.  Holes are skipped a node's range at a time. */
+static int next_dir_block(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                          uint64_t *b, struct page **page)
+{
+    for (*page = NULL; *b < dir_blocks(dir); *b = data_next_candidate(fs, dir, *b)) {
+        int err = dir_block_get(fs, dir, dpage, *b, page);
+        if (err || *page)
+            return err;
+    }
+    return 0;
+}
+
 /* Where an entry was found: in block page (referenced) or, for an inline directory, in
  * the directory's inode page (page == NULL). */
 struct dentry_loc {
@@ -293,15 +306,11 @@ int dir_iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dp
         int r = view_iterate(fs, dir, &v, (uint32_t)cookie, 0, fn, arg);
         return r < 0 ? r : 0;
     }
-    for (uint64_t b = cookie / NR_DENTRY_IN_BLOCK; b < dir_blocks(dir); b++) {
+    for (uint64_t b = cookie / NR_DENTRY_IN_BLOCK;; b++) {
         struct page *page;
-        int err = dir_block_get(fs, dir, dpage, b, &page);
-        if (err)
+        int err = next_dir_block(fs, dir, dpage, &b, &page);
+        if (err || !page)
             return err;
-        if (!page) {
-            b = data_next_candidate(fs, dir, b) - 1;
-            continue;
-        }
         struct dentry_view v;
         view_block(&v, page->data);
         uint32_t start = b == cookie / NR_DENTRY_IN_BLOCK ? cookie % NR_DENTRY_IN_BLOCK : 0;
@@ -310,7 +319,6 @@ int dir_iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dp
         if (r)
             return r < 0 ? r : 0;
     }
-    return 0;
 }
 
 /* ---- write side ---- */
@@ -618,15 +626,11 @@ int dir_is_empty(struct f2fuse *fs, const struct inode_info *dir, struct page *d
             *empty = !slot_used(&v, pos);
         return 0;
     }
-    for (uint64_t b = 0; b < dir_blocks(dir) && *empty; b++) {
+    for (uint64_t b = 0; *empty; b++) {
         struct page *page;
-        int err = dir_block_get(fs, dir, dpage, b, &page);
-        if (err)
+        int err = next_dir_block(fs, dir, dpage, &b, &page);
+        if (err || !page)
             return err;
-        if (!page) {
-            b = data_next_candidate(fs, dir, b) - 1;
-            continue;
-        }
         view_block(&v, page->data);
         for (uint32_t pos = b == 0 ? 2 : 0; pos < v.slots && *empty; pos++)
             *empty = !slot_used(&v, pos);

@@ -20,15 +20,24 @@
 
 static void file_begin(struct f2fuse *fs, uint32_t ino)
 {
-    pthread_rwlock_rdlock(&fs->cp_lock);
-    inode_lock_many(fs, &ino, 1);
+    op_change_begin(fs, ino);
 }
 
 static void file_end(struct f2fuse *fs, uint32_t ino)
 {
-    inode_unlock_many(fs, &ino, 1);
-    pthread_rwlock_unlock(&fs->cp_lock);
+    op_change_end(fs, ino);
     space_after_change(fs);
+}
+
+/* file_begin, then ino's inode; when that cannot be read, file_end again. */
+static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
+                          struct inode_info *ii)
+{
+    file_begin(fs, ino);
+    int err = inode_get(fs, ino, ipage, ii);
+    if (err)
+        file_end(fs, ino);
+    return err;
 }
 
 /* Blocks a write of size bytes may need: its data plus the nodes that map it. */
@@ -115,12 +124,11 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
         err = space_reserve_to_free(fs, 4);
     if (err)
         return err;
-    file_begin(fs, ino);
     struct page *ipage;
     struct inode_info ii;
-    err = inode_get(fs, ino, &ipage, &ii);
+    err = file_begin_get(fs, ino, &ipage, &ii);
     if (err)
-        goto out;
+        return err;
     struct f2fs_inode *ri = &page_node(ipage)->i;
     if (sa->valid & F2FUSE_SET_SIZE) {
         if (S_ISDIR(ii.mode))
@@ -167,7 +175,6 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     if (!err && attr)
         err = inode_fill_attr(fs, ri, &ii, attr);
     pcache_put(fs->cache, ipage);
-out:
     file_end(fs, ino);
     return err;
 }
@@ -220,12 +227,11 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
     err = punch ? 0 : space_claim(fs, claim);
     if (err)
         return err;
-    file_begin(fs, ino);
     struct page *ipage;
     struct inode_info ii;
-    err = inode_get(fs, ino, &ipage, &ii);
+    err = file_begin_get(fs, ino, &ipage, &ii);
     if (err)
-        goto out;
+        return err;
     if (!S_ISREG(ii.mode)) {
         err = S_ISDIR(ii.mode) ? -EISDIR : -ENODEV;
         goto put;
@@ -274,7 +280,6 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
     }
 put:
     pcache_put(fs->cache, ipage);
-out:
     file_end(fs, ino);
     space_settle(fs, claim);
     return err;

@@ -351,16 +351,42 @@ static int check_name(const char *name, size_t len)
     return len > F2FS_NAME_LEN ? -ENAMETOOLONG : 0;
 }
 
+/* What a new name needs before anything is locked: a writable mount and a valid name. */
+static int new_name_allowed(struct f2fuse *fs, const char *name, size_t len)
+{
+    int err = fs_writable(fs);
+    return err ? err : check_name(name, len);
+}
+
+/* 0 when name is free in dir, -EEXIST when it is taken, else the lookup's error. */
+static int name_free(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                     const char *name, size_t len)
+{
+    uint32_t existing;
+    int err = name_lookup(fs, dir, dpage, name, len, &existing);
+    return err == -ENOENT ? 0 : err ? err : -EEXIST;
+}
+
+/* A device node's number in its first data pointers, in the kernel's encoding: the old
+ * 16-bit form when it fits, else the new form. */
+static void set_rdev(struct page *ipage, const struct inode_info *ii, uint64_t rdev)
+{
+    uint32_t major = (uint32_t)((rdev >> 8) & 0xfff) | (uint32_t)((rdev >> 32) & ~0xfffu);
+    uint32_t minor = (uint32_t)(rdev & 0xff) | (uint32_t)((rdev >> 12) & ~0xffu);
+    if (major < 256 && minor < 256)
+        *INODE_ADDR(ipage, ii->extra_isize / 4) = htole32(major << 8 | minor);
+    else
+        *INODE_ADDR(ipage, ii->extra_isize / 4 + 1) =
+            htole32((minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12));
+}
+
 /* Creates name in parent; what == S_IFLNK takes target.  The new inode's attributes go to
  * out. */
 int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
                  uint64_t rdev, uint32_t uid, uint32_t gid, const char *target,
                  struct f2fuse_attr *out)
 {
-    int err = fs_writable(fs);
-    if (err)
-        return err;
-    err = check_name(name, len);
+    int err = new_name_allowed(fs, name, len);
     if (err)
         return err;
     size_t tlen = target ? strlen(target) : 0;
@@ -372,14 +398,11 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     ns_begin(fs, &parent, 1);
     struct page *dpage = NULL, *ipage = NULL;
     struct inode_info dir, ii;
-    uint32_t existing;
     err = get_dir(fs, parent, &dpage, &dir);
     if (!err && dir.links == 0)
         err = -ENOENT; /* a removed directory that is still someone's cwd */
-    if (!err) {
-        err = name_lookup(fs, &dir, dpage, name, len, &existing);
-        err = err == -ENOENT ? 0 : err ? err : -EEXIST;
-    }
+    if (!err)
+        err = name_free(fs, &dir, dpage, name, len);
     if (!err && (dir.mode & S_ISGID)) {
         /* A set-group-ID directory hands its group down, and the bit to subdirectories. */
         gid = le32(page_node(dpage)->i.i_gid);
@@ -388,16 +411,8 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     }
     if (!err)
         err = new_inode(fs, &dir, (uint16_t)mode, uid, gid, name, len, &ipage, &ii);
-    if (!err && (S_ISCHR(mode) || S_ISBLK(mode))) {
-        /* The kernel's encoding: old 16-bit form when it fits, else the new form. */
-        uint32_t major = (uint32_t)((rdev >> 8) & 0xfff) | (uint32_t)((rdev >> 32) & ~0xfffu);
-        uint32_t minor = (uint32_t)(rdev & 0xff) | (uint32_t)((rdev >> 12) & ~0xffu);
-        if (major < 256 && minor < 256)
-            *INODE_ADDR(ipage, ii.extra_isize / 4) = htole32(major << 8 | minor);
-        else
-            *INODE_ADDR(ipage, ii.extra_isize / 4 + 1) =
-                htole32((minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12));
-    }
+    if (!err && (S_ISCHR(mode) || S_ISBLK(mode)))
+        set_rdev(ipage, &ii, rdev);
     if (!err && S_ISDIR(mode))
         err = dir_init(fs, &ii, ipage, parent);
     if (!err && target) {
@@ -430,10 +445,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
 int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
                struct f2fuse_attr *out)
 {
-    int err = fs_writable(fs);
-    if (err)
-        return err;
-    err = check_name(name, len);
+    int err = new_name_allowed(fs, name, len);
     if (err)
         return err;
     err = space_reserve(fs, 2);
@@ -443,7 +455,6 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
     ns_begin(fs, inos, 2);
     struct page *dpage = NULL, *ipage = NULL;
     struct inode_info dir, ii;
-    uint32_t existing;
     err = get_dir(fs, parent, &dpage, &dir);
     if (!err)
         err = inode_get(fs, ino, &ipage, &ii);
@@ -451,10 +462,8 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
         err = -EPERM;
     if (!err && ii.links == 0)
         err = -ENOENT;
-    if (!err) {
-        err = name_lookup(fs, &dir, dpage, name, len, &existing);
-        err = err == -ENOENT ? 0 : err ? err : -EEXIST;
-    }
+    if (!err)
+        err = name_free(fs, &dir, dpage, name, len);
     if (!err)
         err = dir_add_entry(fs, &dir, dpage, name, len, ino, ii.mode);
     if (!err) {
@@ -605,167 +614,246 @@ static void set_name_hint(struct page *ipage, uint32_t parent, const char *name,
     memcpy(ri->i_name, name, len);
 }
 
+/* What one rename works on: both directories, the source and the target (tgt_ino 0 when
+ * the new name is free), as the steps below find, load and change them.  With same_dir,
+ * ndpage is odpage (put once) and ndir a copy of odir. */
+struct rename_op {
+    uint32_t old_parent, new_parent;
+    const char *old_name, *new_name;
+    size_t old_len, new_len;
+    unsigned flags;
+    bool same_dir;
+    uint32_t src_ino, tgt_ino;
+    bool src_dir, tgt_dir;
+    struct page *odpage, *ndpage, *spage, *tpage;
+    struct inode_info odir, ndir, src, tgt;
+};
+
+/* What can be refused before any lock is taken. */
+static int rename_check_args(unsigned flags, size_t old_len, const char *new_name,
+                             size_t new_len)
+{
+    if (flags & ~(F2FUSE_RENAME_NOREPLACE | F2FUSE_RENAME_EXCHANGE))
+        return -EINVAL;
+    if ((flags & F2FUSE_RENAME_NOREPLACE) && (flags & F2FUSE_RENAME_EXCHANGE))
+        return -EINVAL;
+    int err = check_name(new_name, new_len);
+    if (err)
+        return err;
+    return old_len > F2FS_NAME_LEN ? -ENAMETOOLONG : 0;
+}
+
+/* Finds both inode numbers under the two directories' locks (ns_lock, held by the caller,
+ * keeps the names stable until all four inodes are locked). */
+static int rename_find_inodes(struct f2fuse *fs, struct rename_op *op)
+{
+    uint32_t dirs[2] = {op->old_parent, op->new_parent};
+    inode_lock_many(fs, dirs, 2);
+    int err = get_dir(fs, op->old_parent, &op->odpage, &op->odir);
+    if (!err)
+        err = get_dir(fs, op->new_parent, &op->ndpage, &op->ndir);
+    if (!err)
+        err = name_lookup(fs, &op->odir, op->odpage, op->old_name, op->old_len, &op->src_ino);
+    if (!err) {
+        int r = name_lookup(fs, &op->ndir, op->ndpage, op->new_name, op->new_len, &op->tgt_ino);
+        err = r == -ENOENT ? 0 : r;
+        if (r == -ENOENT)
+            op->tgt_ino = 0;
+    }
+    pcache_put(fs->cache, op->odpage);
+    pcache_put(fs->cache, op->ndpage);
+    op->odpage = op->ndpage = NULL;
+    inode_unlock_many(fs, dirs, 2);
+    return err;
+}
+
+/* Reads the directories and inodes again, now under all four locks. */
+static int rename_load(struct f2fuse *fs, struct rename_op *op)
+{
+    int err = get_dir(fs, op->old_parent, &op->odpage, &op->odir);
+    if (!err && !op->same_dir)
+        err = get_dir(fs, op->new_parent, &op->ndpage, &op->ndir);
+    if (op->same_dir) {
+        op->ndpage = op->odpage;
+        op->ndir = op->odir;
+    }
+    if (!err)
+        err = inode_get(fs, op->src_ino, &op->spage, &op->src);
+    if (!err && op->tgt_ino)
+        err = inode_get(fs, op->tgt_ino, &op->tpage, &op->tgt);
+    op->src_dir = !err && S_ISDIR(op->src.mode);
+    op->tgt_dir = !err && op->tgt_ino && S_ISDIR(op->tgt.mode);
+    return err;
+}
+
+/* A directory may not move below itself; a replaced target must be of the source's kind
+ * and, when a directory, empty. */
+static int rename_check_shape(struct f2fuse *fs, struct rename_op *op)
+{
+    bool exchange = op->flags & F2FUSE_RENAME_EXCHANGE;
+    int err = 0;
+    if (op->src_dir && !op->same_dir) {
+        bool below;
+        err = is_ancestor(fs, op->src_ino, op->new_parent, &below);
+        if (!err && below)
+            err = -EINVAL;
+    }
+    if (!err && op->tgt_dir && exchange && !op->same_dir) {
+        bool below;
+        err = is_ancestor(fs, op->tgt_ino, op->old_parent, &below);
+        if (!err && below)
+            err = -EINVAL;
+    }
+    if (!err && op->tgt_ino && !exchange) {
+        if (op->src_dir && !op->tgt_dir)
+            err = -ENOTDIR;
+        else if (!op->src_dir && op->tgt_dir)
+            err = -EISDIR;
+        else if (op->tgt_dir) {
+            bool empty;
+            err = dir_is_empty(fs, &op->tgt, op->tpage, &empty);
+            if (!err && !empty)
+                err = -ENOTEMPTY;
+        }
+    }
+    return err;
+}
+
+/* RENAME_EXCHANGE: each name now names the other inode. */
+static int rename_exchange(struct f2fuse *fs, struct rename_op *op)
+{
+    int err = dir_set_entry(fs, &op->ndir, op->ndpage, op->new_name, op->new_len, op->src_ino,
+                            op->src.mode);
+    if (!err)
+        err = dir_set_entry(fs, &op->odir, op->odpage, op->old_name, op->old_len, op->tgt_ino,
+                            op->tgt.mode);
+    if (!err && !op->same_dir && op->src_dir != op->tgt_dir) {
+        /* One directory moves each way: the link counts of the parents follow. */
+        struct inode_info *gain = op->src_dir ? &op->ndir : &op->odir;
+        struct inode_info *lose = op->src_dir ? &op->odir : &op->ndir;
+        struct page *gp = op->src_dir ? op->ndpage : op->odpage;
+        struct page *lp = op->src_dir ? op->odpage : op->ndpage;
+        set_links(gain, gp, gain->links + 1);
+        set_links(lose, lp, lose->links - 1);
+    }
+    if (!err && op->src_dir && !op->same_dir)
+        err = reparent_dir(fs, &op->src, op->spage, op->new_parent);
+    if (!err && op->tgt_dir && !op->same_dir)
+        err = reparent_dir(fs, &op->tgt, op->tpage, op->old_parent);
+    if (!err) {
+        set_name_hint(op->spage, op->new_parent, op->new_name, op->new_len);
+        set_name_hint(op->tpage, op->old_parent, op->old_name, op->old_len);
+        inode_touch(op->tpage, false, true);
+        pcache_mark_dirty(fs->cache, op->tpage);
+    }
+    return err;
+}
+
+/* A plain rename: the new name (replacing the target's, which loses a link) first, then
+ * the old one goes.  *free_tgt as drop_name returns it. */
+static int rename_move(struct f2fuse *fs, struct rename_op *op, int *free_tgt)
+{
+    int err;
+    if (op->tgt_ino) {
+        err = dir_set_entry(fs, &op->ndir, op->ndpage, op->new_name, op->new_len, op->src_ino,
+                            op->src.mode);
+        if (!err)
+            *free_tgt = drop_name(fs, &op->ndir, op->ndpage, &op->tgt, op->tpage);
+    } else {
+        err = dir_add_entry(fs, &op->ndir, op->ndpage, op->new_name, op->new_len, op->src_ino,
+                            op->src.mode);
+    }
+    if (!err && op->same_dir)
+        op->odir = op->ndir; /* the add may have changed the directory's shape */
+    if (!err)
+        err = dir_remove_entry(fs, &op->odir, op->odpage, op->old_name, op->old_len, NULL);
+    if (!err && op->same_dir)
+        op->ndir = op->odir;
+    if (!err && op->src_dir && !op->same_dir) {
+        /* The moved directory's ".." now counts for the new parent. */
+        err = reparent_dir(fs, &op->src, op->spage, op->new_parent);
+        set_links(&op->odir, op->odpage, op->odir.links - 1);
+        set_links(&op->ndir, op->ndpage, op->ndir.links + 1);
+    }
+    if (!err)
+        set_name_hint(op->spage, op->new_parent, op->new_name, op->new_len);
+    return err;
+}
+
+/* After a successful rename: every inode involved changed, none may go by fsync alone. */
+static void rename_mark_changed(struct f2fuse *fs, struct rename_op *op)
+{
+    fsync_needs_checkpoint(fs, op->src_ino);
+    if (op->tgt_ino)
+        fsync_needs_checkpoint(fs, op->tgt_ino);
+    fsync_needs_checkpoint(fs, op->old_parent); /* lost a name (see drop_name) */
+    fsync_needs_checkpoint(fs, op->new_parent);
+    inode_touch(op->spage, false, true);
+    inode_touch(op->odpage, true, true);
+    inode_touch(op->ndpage, true, true);
+    pcache_mark_dirty(fs->cache, op->spage);
+    pcache_mark_dirty(fs->cache, op->odpage);
+    pcache_mark_dirty(fs->cache, op->ndpage);
+}
+
+/* The rename itself, under all four locks: load, check, change, let go of the pages, and
+ * free a replaced target that lost its last name. */
+static int rename_locked(struct f2fuse *fs, struct rename_op *op)
+{
+    int err = rename_load(fs, op);
+    if (!err)
+        err = rename_check_shape(fs, op);
+    int free_tgt = 0;
+    if (!err && (op->flags & F2FUSE_RENAME_EXCHANGE))
+        err = rename_exchange(fs, op);
+    else if (!err)
+        err = rename_move(fs, op, &free_tgt);
+    if (!err)
+        rename_mark_changed(fs, op);
+    pcache_put(fs->cache, op->spage);
+    pcache_put(fs->cache, op->tpage);
+    pcache_put(fs->cache, op->odpage);
+    if (!op->same_dir)
+        pcache_put(fs->cache, op->ndpage);
+    if (free_tgt == 1)
+        err = inode_free(fs, op->tgt_ino);
+    return err;
+}
+
 int namei_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
                  uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
 {
     int err = fs_writable(fs);
     if (err)
         return err;
-    if (flags & ~(F2FUSE_RENAME_NOREPLACE | F2FUSE_RENAME_EXCHANGE))
-        return -EINVAL;
-    if ((flags & F2FUSE_RENAME_NOREPLACE) && (flags & F2FUSE_RENAME_EXCHANGE))
-        return -EINVAL;
-    err = check_name(new_name, new_len);
+    err = rename_check_args(flags, old_len, new_name, new_len);
     if (err)
         return err;
-    if (old_len > F2FS_NAME_LEN)
-        return -ENAMETOOLONG;
     err = space_reserve(fs, 4);
     if (err)
         return err;
 
+    struct rename_op op = {.old_parent = old_parent, .new_parent = new_parent,
+                           .old_name = old_name, .new_name = new_name, .old_len = old_len,
+                           .new_len = new_len, .flags = flags,
+                           .same_dir = old_parent == new_parent};
     pthread_rwlock_rdlock(&fs->cp_lock);
     pthread_mutex_lock(&fs->ns_lock);
-    struct page *odpage = NULL, *ndpage = NULL, *spage = NULL, *tpage = NULL;
-    struct inode_info odir, ndir, src, tgt;
-    uint32_t src_ino = 0, tgt_ino = 0;
-    bool same_dir = old_parent == new_parent;
-
-    /* Find both inode numbers first (ns_lock keeps names stable), then lock all four. */
-    uint32_t dirs[2] = {old_parent, new_parent};
-    inode_lock_many(fs, dirs, 2);
-    err = get_dir(fs, old_parent, &odpage, &odir);
-    if (!err)
-        err = get_dir(fs, new_parent, &ndpage, &ndir);
-    if (!err)
-        err = name_lookup(fs, &odir, odpage, old_name, old_len, &src_ino);
-    if (!err) {
-        int r = name_lookup(fs, &ndir, ndpage, new_name, new_len, &tgt_ino);
-        err = r == -ENOENT ? 0 : r;
-        if (r == -ENOENT)
-            tgt_ino = 0;
-    }
-    pcache_put(fs->cache, odpage);
-    pcache_put(fs->cache, ndpage);
-    odpage = ndpage = NULL;
-    inode_unlock_many(fs, dirs, 2);
-    uint32_t all[4] = {old_parent, new_parent, src_ino, tgt_ino};
+    /* Find both inode numbers first, then lock all four. */
+    err = rename_find_inodes(fs, &op);
+    uint32_t all[4] = {old_parent, new_parent, op.src_ino, op.tgt_ino};
     int nlocked = 0;
     if (!err) {
-        nlocked = tgt_ino ? 4 : 3;
+        nlocked = op.tgt_ino ? 4 : 3;
         inode_lock_many(fs, all, nlocked);
     }
-    if (!err && (flags & F2FUSE_RENAME_EXCHANGE) && !tgt_ino)
+    if (!err && (flags & F2FUSE_RENAME_EXCHANGE) && !op.tgt_ino)
         err = -ENOENT;
-    if (!err && (flags & F2FUSE_RENAME_NOREPLACE) && tgt_ino)
+    if (!err && (flags & F2FUSE_RENAME_NOREPLACE) && op.tgt_ino)
         err = -EEXIST;
-    if (!err && src_ino == tgt_ino)
-        goto unlock; /* two names of one inode: nothing to do, as POSIX says */
-    if (!err)
-        err = get_dir(fs, old_parent, &odpage, &odir);
-    if (!err && !same_dir)
-        err = get_dir(fs, new_parent, &ndpage, &ndir);
-    if (same_dir) {
-        ndpage = odpage;
-        ndir = odir;
-    }
-    if (!err)
-        err = inode_get(fs, src_ino, &spage, &src);
-    if (!err && tgt_ino)
-        err = inode_get(fs, tgt_ino, &tpage, &tgt);
-    bool src_dir = !err && S_ISDIR(src.mode);
-    bool tgt_dir = !err && tgt_ino && S_ISDIR(tgt.mode);
-    /* A directory may not move below itself. */
-    if (!err && src_dir && !same_dir) {
-        bool below;
-        err = is_ancestor(fs, src_ino, new_parent, &below);
-        if (!err && below)
-            err = -EINVAL;
-    }
-    if (!err && tgt_dir && (flags & F2FUSE_RENAME_EXCHANGE) && !same_dir) {
-        bool below;
-        err = is_ancestor(fs, tgt_ino, old_parent, &below);
-        if (!err && below)
-            err = -EINVAL;
-    }
-    if (!err && tgt_ino && !(flags & F2FUSE_RENAME_EXCHANGE)) {
-        if (src_dir && !tgt_dir)
-            err = -ENOTDIR;
-        else if (!src_dir && tgt_dir)
-            err = -EISDIR;
-        else if (tgt_dir) {
-            bool empty;
-            err = dir_is_empty(fs, &tgt, tpage, &empty);
-            if (!err && !empty)
-                err = -ENOTEMPTY;
-        }
-    }
-    int free_tgt = 0;
-    if (!err && (flags & F2FUSE_RENAME_EXCHANGE)) {
-        err = dir_set_entry(fs, &ndir, ndpage, new_name, new_len, src_ino, src.mode);
-        if (!err)
-            err = dir_set_entry(fs, &odir, odpage, old_name, old_len, tgt_ino, tgt.mode);
-        if (!err && !same_dir && src_dir != tgt_dir) {
-            /* One directory moves each way: the link counts of the parents follow. */
-            struct inode_info *gain = src_dir ? &ndir : &odir, *lose = src_dir ? &odir : &ndir;
-            struct page *gp = src_dir ? ndpage : odpage, *lp = src_dir ? odpage : ndpage;
-            set_links(gain, gp, gain->links + 1);
-            set_links(lose, lp, lose->links - 1);
-        }
-        if (!err && src_dir && !same_dir)
-            err = reparent_dir(fs, &src, spage, new_parent);
-        if (!err && tgt_dir && !same_dir)
-            err = reparent_dir(fs, &tgt, tpage, old_parent);
-        if (!err) {
-            set_name_hint(spage, new_parent, new_name, new_len);
-            set_name_hint(tpage, old_parent, old_name, old_len);
-            inode_touch(tpage, false, true);
-            pcache_mark_dirty(fs->cache, tpage);
-        }
-    } else if (!err) {
-        if (tgt_ino) {
-            err = dir_set_entry(fs, &ndir, ndpage, new_name, new_len, src_ino, src.mode);
-            if (!err)
-                free_tgt = drop_name(fs, &ndir, ndpage, &tgt, tpage);
-        } else {
-            err = dir_add_entry(fs, &ndir, ndpage, new_name, new_len, src_ino, src.mode);
-        }
-        if (!err && same_dir)
-            odir = ndir; /* the add may have changed the directory's shape */
-        if (!err)
-            err = dir_remove_entry(fs, &odir, odpage, old_name, old_len, NULL);
-        if (!err && same_dir)
-            ndir = odir;
-        if (!err && src_dir && !same_dir) {
-            /* The moved directory's ".." now counts for the new parent. */
-            err = reparent_dir(fs, &src, spage, new_parent);
-            set_links(&odir, odpage, odir.links - 1);
-            set_links(&ndir, ndpage, ndir.links + 1);
-        }
-        if (!err)
-            set_name_hint(spage, new_parent, new_name, new_len);
-    }
-    if (!err) {
-        fsync_needs_checkpoint(fs, src_ino);
-        if (tgt_ino)
-            fsync_needs_checkpoint(fs, tgt_ino);
-        fsync_needs_checkpoint(fs, old_parent); /* lost a name (see drop_name) */
-        fsync_needs_checkpoint(fs, new_parent);
-        inode_touch(spage, false, true);
-        inode_touch(odpage, true, true);
-        inode_touch(ndpage, true, true);
-        pcache_mark_dirty(fs->cache, spage);
-        pcache_mark_dirty(fs->cache, odpage);
-        pcache_mark_dirty(fs->cache, ndpage);
-    }
-    pcache_put(fs->cache, spage);
-    pcache_put(fs->cache, tpage);
-    pcache_put(fs->cache, odpage);
-    if (!same_dir)
-        pcache_put(fs->cache, ndpage);
-    if (free_tgt == 1)
-        err = inode_free(fs, tgt_ino);
-unlock:
+    /* Two names of one inode: nothing to do, as POSIX says. */
+    if (!err && op.src_ino != op.tgt_ino)
+        err = rename_locked(fs, &op);
     if (nlocked)
         inode_unlock_many(fs, all, nlocked);
     pthread_mutex_unlock(&fs->ns_lock);

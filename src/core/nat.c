@@ -281,16 +281,7 @@ static void free_unmark(struct nat_manager *nm, struct nat_node *n)
 /* Reads nid's entry from the current copy of its NAT block. */
 static int read_block_entry(struct nat_manager *nm, uint32_t nid, struct f2fs_nat_entry *out)
 {
-    struct f2fuse *fs = nm->fs;
-    uint32_t addr = nat_current_addr(nm, nid / NAT_ENTRY_PER_BLOCK);
-    struct page *page;
-    int err = pcache_get(fs->cache, PAGE_META, addr, addr, &page);
-    if (err)
-        return err;
-    memcpy(out, (const uint8_t *)page->data + (nid % NAT_ENTRY_PER_BLOCK) * sizeof(*out),
-           sizeof(*out));
-    pcache_put(fs->cache, page);
-    return 0;
+    return nat_entry_in_block(nm->fs, nat_current_addr(nm, nid / NAT_ENTRY_PER_BLOCK), nid, out);
 }
 
 /* nid's entry as of now: the changed entry in memory, else the NAT block's. */
@@ -579,20 +570,23 @@ void nat_release_nid(struct nat_manager *nm, uint32_t nid)
     pthread_mutex_unlock(&nm->lock);
 }
 
-uint32_t nat_valid_nodes(struct nat_manager *nm)
+/* A counter of nm, read under its lock. */
+static uint32_t read_locked(struct nat_manager *nm, const uint32_t *counter)
 {
     pthread_mutex_lock(&nm->lock);
-    uint32_t v = nm->valid_nodes;
+    uint32_t v = *counter;
     pthread_mutex_unlock(&nm->lock);
     return v;
 }
 
+uint32_t nat_valid_nodes(struct nat_manager *nm)
+{
+    return read_locked(nm, &nm->valid_nodes);
+}
+
 uint32_t nat_valid_inodes(struct nat_manager *nm)
 {
-    pthread_mutex_lock(&nm->lock);
-    uint32_t v = nm->valid_inodes;
-    pthread_mutex_unlock(&nm->lock);
-    return v;
+    return read_locked(nm, &nm->valid_inodes);
 }
 
 uint32_t nat_free_nids(struct nat_manager *nm)
@@ -605,10 +599,7 @@ uint32_t nat_free_nids(struct nat_manager *nm)
 
 uint32_t nat_dirty_entries(struct nat_manager *nm)
 {
-    pthread_mutex_lock(&nm->lock);
-    uint32_t v = nm->ndirty;
-    pthread_mutex_unlock(&nm->lock);
-    return v;
+    return read_locked(nm, &nm->ndirty);
 }
 
 /* ---- checkpoint ---- */

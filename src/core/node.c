@@ -39,6 +39,19 @@ static uint32_t nat_block_addr(const struct f2fuse *fs, uint32_t block_off)
     return addr;
 }
 
+int nat_entry_in_block(struct f2fuse *fs, uint32_t addr, uint32_t nid,
+                       struct f2fs_nat_entry *out)
+{
+    struct page *page;
+    int err = pcache_get(fs->cache, PAGE_META, addr, addr, &page);
+    if (err)
+        return err;
+    memcpy(out, (const uint8_t *)page->data + (nid % NAT_ENTRY_PER_BLOCK) * sizeof(*out),
+           sizeof(*out));
+    pcache_put(fs->cache, page);
+    return 0;
+}
+
 int nat_lookup(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *out)
 {
     if (!nid_valid(fs, nid))
@@ -51,16 +64,7 @@ int nat_lookup(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *out)
             return 0;
         }
     }
-    struct page *page;
-    uint32_t block_off = nid / NAT_ENTRY_PER_BLOCK;
-    uint32_t addr = nat_block_addr(fs, block_off);
-    int err = pcache_get(fs->cache, PAGE_META, addr, addr, &page);
-    if (err)
-        return err;
-    memcpy(out, (const uint8_t *)page->data + (nid % NAT_ENTRY_PER_BLOCK) * sizeof(*out),
-           sizeof(*out));
-    pcache_put(fs->cache, page);
-    return 0;
+    return nat_entry_in_block(fs, nat_block_addr(fs, nid / NAT_ENTRY_PER_BLOCK), nid, out);
 }
 
 int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out)

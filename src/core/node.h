@@ -14,6 +14,9 @@ struct f2fuse;
 bool nid_valid(const struct f2fuse *fs, uint32_t nid);
 bool blkaddr_in_main(const struct f2fuse *fs, uint32_t blkaddr);
 int nat_lookup(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *out);
+/* nid's entry in the NAT block at addr (read through the cache). */
+int nat_entry_in_block(struct f2fuse *fs, uint32_t addr, uint32_t nid,
+                       struct f2fs_nat_entry *out);
 /* Reads node nid and checks its footer (nid, and owner ino unless ino == 0). */
 int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out);
 static inline struct f2fs_node *page_node(struct page *p) { return p->data; }

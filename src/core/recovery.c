@@ -278,6 +278,12 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
     return err;
 }
 
+static int read_chain_node(struct f2fuse *fs, const struct chain_node *node,
+                           struct f2fs_node *buf)
+{
+    return blk_read(fs->dev, (uint64_t)node->blkaddr * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
+}
+
 /* Keeps out of allocation what a second recovery would read again: the chain up to its
  * last node that is replayed (the walk follows every link before it) and the data blocks
  * that replayed nodes point to.  last[i] is SIZE_MAX for a node not replayed.  A node that
@@ -292,8 +298,7 @@ static int hold_chain(struct f2fuse *fs, const struct chain *c, const size_t *la
         seg_hold(fs->seg, c->nodes[i].blkaddr);
         if (last[i] == SIZE_MAX)
             continue;
-        int err = blk_read(fs->dev, (uint64_t)c->nodes[i].blkaddr * F2FS_BLKSIZE, buf,
-                           F2FS_BLKSIZE);
+        int err = read_chain_node(fs, &c->nodes[i], buf);
         if (err)
             return err;
         const uint32_t *addrs = (const uint32_t *)((const uint8_t *)buf +
@@ -310,89 +315,100 @@ static int hold_chain(struct f2fuse *fs, const struct chain *c, const size_t *la
     return 0;
 }
 
-int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
+/* The last fsync-marked node of each inode bounds what is replayed of it: walking the
+ * chain backwards, remember per inode the first mark met.  last[i] becomes the index of
+ * that mark for node i's inode, SIZE_MAX when it has none; *marked counts the inodes with
+ * one. */
+static int find_last_marks(const struct chain *c, size_t *last, size_t *marked)
 {
-    struct f2fs_node *buf = blk_alloc_buf(F2FS_BLKSIZE);
-    struct chain c = {0};
-    int err = buf ? chain_read(fs, buf, &c) : -ENOMEM;
-    /* The last fsync-marked node of each inode bounds what is replayed of it: walking the
-     * chain backwards, remember per inode the first mark met. */
-    size_t *last = err ? NULL : calloc(c.n + 1, sizeof(*last));
     size_t slots = 16;
-    while (slots < 2 * c.n)
+    while (slots < 2 * c->n)
         slots <<= 1;
-    struct mark { uint32_t ino; size_t at; } *marks = err ? NULL : calloc(slots, sizeof(*marks));
-    if (!err && (!last || !marks))
-        err = -ENOMEM;
-    size_t marked = 0;
-    for (size_t i = c.n; !err && i-- > 0;) {
-        uint32_t ino = c.nodes[i].ino;
+    struct mark { uint32_t ino; size_t at; } *marks = calloc(slots, sizeof(*marks));
+    if (!marks)
+        return -ENOMEM;
+    *marked = 0;
+    for (size_t i = c->n; i-- > 0;) {
+        uint32_t ino = c->nodes[i].ino;
         size_t h = (ino * 0x9E3779B1u) & (slots - 1);
         while (marks[h].ino && marks[h].ino != ino)
             h = (h + 1) & (slots - 1);
-        if (c.nodes[i].fsync && !marks[h].ino) {
+        if (c->nodes[i].fsync && !marks[h].ino) {
             marks[h] = (struct mark){ino, i};
-            marked++;
+            (*marked)++;
         }
         last[i] = marks[h].ino ? marks[h].at : SIZE_MAX;
     }
-    if (err || marked == 0)
-        goto out;
+    free(marks);
+    return 0;
+}
 
-    log_info("roll-forward recovery: %zu node(s) written by fsync after the last checkpoint",
-             c.n);
-    uint64_t began_ns = clock_mono_ns();
-    err = hold_chain(fs, &c, last, buf);
-    if (!err)
-        err = seg_new_segments(fs->seg);
-    /* New inodes first: their direct nodes come before them in the chain. */
-    for (size_t i = 0; !err && i < c.n; i++) {
-        if (last[i] == SIZE_MAX || c.nodes[i].ofs != 0 || !c.nodes[i].dentry)
+/* New inodes first: their direct nodes come before them in the chain. */
+static int recover_new_inodes(struct f2fuse *fs, const struct chain *c, const size_t *last,
+                              struct f2fs_node *buf)
+{
+    int err = 0;
+    for (size_t i = 0; !err && i < c->n; i++) {
+        if (last[i] == SIZE_MAX || c->nodes[i].ofs != 0 || !c->nodes[i].dentry)
             continue;
         struct f2fs_nat_entry ne;
-        err = nat_get(fs->nat, c.nodes[i].ino, &ne);
+        err = nat_get(fs->nat, c->nodes[i].ino, &ne);
         if (err || le32(ne.block_addr) != NULL_ADDR)
             continue; /* in the checkpoint, or already rebuilt from an earlier block */
-        err = blk_read(fs->dev, (uint64_t)c.nodes[i].blkaddr * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
+        err = read_chain_node(fs, &c->nodes[i], buf);
         if (!err)
-            err = recover_new_inode(fs, buf, c.nodes[i].ino);
+            err = recover_new_inode(fs, buf, c->nodes[i].ino);
     }
+    return err;
+}
+
+static bool is_orphan(const uint32_t *orphans, uint32_t norphans, uint32_t ino)
+{
+    bool orphan = false;
+    for (uint32_t k = 0; k < norphans && !orphan; k++)
+        orphan = orphans[k] == ino;
+    return orphan;
+}
+
+/* Replays every node up to its inode's last mark, in chain order. */
+static int replay_chain(struct f2fuse *fs, const struct chain *c, const size_t *last,
+                        const uint32_t *orphans, uint32_t norphans, struct f2fs_node *buf)
+{
+    int err = 0;
     uint32_t replayed_ino = 0;
-    for (size_t i = 0; !err && i < c.n; i++) {
+    for (size_t i = 0; !err && i < c->n; i++) {
         if (last[i] == SIZE_MAX)
             continue; /* not (or no longer) part of an fsync */
-        bool orphan = false;
-        for (uint32_t k = 0; k < norphans && !orphan; k++)
-            orphan = orphans[k] == c.nodes[i].ino;
-        if (orphan)
+        if (is_orphan(orphans, norphans, c->nodes[i].ino))
             continue; /* unlinked and now freed: nothing of it is to be replayed */
         struct f2fs_nat_entry ne;
-        err = nat_get(fs->nat, c.nodes[i].ino, &ne);
+        err = nat_get(fs->nat, c->nodes[i].ino, &ne);
         if (!err && le32(ne.block_addr) == NULL_ADDR) {
             /* Without the dentry mark there is no name to give it. */
             log_err("recovery: inode %u was fsync'ed but is neither in the checkpoint nor "
                     "named by a dentry mark; f2fuse cannot replay it (mount the image with "
-                    "the kernel first)", c.nodes[i].ino);
+                    "the kernel first)", c->nodes[i].ino);
             err = -EOPNOTSUPP;
             break;
         }
         if (!err)
-            err = blk_read(fs->dev, (uint64_t)c.nodes[i].blkaddr * F2FS_BLKSIZE, buf,
-                           F2FS_BLKSIZE);
+            err = read_chain_node(fs, &c->nodes[i], buf);
         if (err)
             break;
-        if (c.nodes[i].ofs == 0)
-            err = replay_inode(fs, buf, c.nodes[i].ino);
+        if (c->nodes[i].ofs == 0)
+            err = replay_inode(fs, buf, c->nodes[i].ino);
         else
-            err = replay_dnode(fs, buf, c.nodes[i].ino, c.nodes[i].ofs);
-        if (c.nodes[i].ino != replayed_ino) {
-            replayed_ino = c.nodes[i].ino;
+            err = replay_dnode(fs, buf, c->nodes[i].ino, c->nodes[i].ofs);
+        if (c->nodes[i].ino != replayed_ino) {
+            replayed_ino = c->nodes[i].ino;
             atomic_fetch_add(&fs->recovered_inodes, 1);
         }
     }
-    if (!err)
-        err = checkpoint_write(fs, false, CP_ALL_DATA, NULL, 0);
-    seg_release_holds(fs->seg);
+    return err;
+}
+
+static void log_recovery_end(struct f2fuse *fs, int err, uint64_t began_ns)
+{
     if (err == -ENOSPC) {
         log_err("roll-forward recovery failed: %s: too few free segments outside the fsync "
                 "chain and its data for the checkpoint that replays it (nothing was "
@@ -405,8 +421,35 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
         log_info("roll-forward recovery: %llu inode(s) replayed in %.2f s",
                  (unsigned long long)atomic_load(&fs->recovered_inodes), secs);
     }
-out:
-    free(marks);
+}
+
+int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
+{
+    struct f2fs_node *buf = blk_alloc_buf(F2FS_BLKSIZE);
+    struct chain c = {0};
+    int err = buf ? chain_read(fs, buf, &c) : -ENOMEM;
+    size_t *last = err ? NULL : calloc(c.n + 1, sizeof(*last));
+    if (!err && !last)
+        err = -ENOMEM;
+    size_t marked = 0;
+    if (!err)
+        err = find_last_marks(&c, last, &marked);
+    if (!err && marked > 0) {
+        log_info("roll-forward recovery: %zu node(s) written by fsync after the last "
+                 "checkpoint", c.n);
+        uint64_t began_ns = clock_mono_ns();
+        err = hold_chain(fs, &c, last, buf);
+        if (!err)
+            err = seg_new_segments(fs->seg);
+        if (!err)
+            err = recover_new_inodes(fs, &c, last, buf);
+        if (!err)
+            err = replay_chain(fs, &c, last, orphans, norphans, buf);
+        if (!err)
+            err = checkpoint_write(fs, false, CP_ALL_DATA, NULL, 0);
+        seg_release_holds(fs->seg);
+        log_recovery_end(fs, err, began_ns);
+    }
     free(last);
     free(c.nodes);
     free(buf);

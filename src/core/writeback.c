@@ -248,31 +248,18 @@ static void chunk_req_done(struct blk_req *req)
     pthread_mutex_unlock(&wb->lock);
 }
 
-/* Prepares one chunk in slot s and submits it: the oldest dirty pages, inode by inode; the
- * stripe of the inode with the oldest page is waited for, the others are taken only when
- * free at once (never waiting for a stripe while blocks are in flight: an fsync holding
- * one may be waiting for those).  An inode may be in the other slot's chunk too: its
- * pages dirtied again since then get new blocks here.  Returns pages submitted, 0 when
- * nothing was placed, or -errno.  The slot stays used until chunk_finish_oldest_locked. */
-static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
+/* Counts one event in a counter under wb->lock. */
+static void wb_count(struct wb_control *wb, uint64_t *counter)
 {
-    struct wb_control *wb = fs->wb;
-    if (!pcache_dirty_count(fs->cache, PAGE_DATA))
-        return 0;
-    if (seg_free_segments(fs->seg) <
-        WB_MIN_FREE_SEGMENTS + WB_SLOTS * max_pages / F2FS_BLOCKS_PER_SEG + 1) {
-        pthread_mutex_lock(&wb->lock);
-        wb->cp_requests++;
-        pthread_mutex_unlock(&wb->lock);
-        int err = checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
-        return err ? err : 0; /* then a pause: a full image must not loop on checkpoints */
-    }
+    pthread_mutex_lock(&wb->lock);
+    (*counter)++;
+    pthread_mutex_unlock(&wb->lock);
+}
 
-    pthread_rwlock_rdlock(&fs->cp_lock);
-    if (__atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE)) {
-        pthread_rwlock_unlock(&fs->cp_lock);
-        return -EIO;
-    }
+/* Takes slot s for a new chunk.  Returns whether the flusher may wait for a stripe: only
+ * while no other chunk's writes are in flight. */
+static bool slot_claim(struct wb_control *wb, struct wb_slot *s)
+{
     pthread_mutex_lock(&wb->lock);
     bool wait_ok = !any_slot_busy(wb, true);
     s->used = true;
@@ -282,30 +269,38 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
     s->ioerr = 0;
     pthread_mutex_unlock(&wb->lock);
     s->assigned = 0;
-    int err = 0;
-    /* One scan of the dirty list takes the oldest pages; sorted by key they fall into one
-     * run per inode, in file order.  (A scan per inode took a fifth of the flusher's time
-     * with 16 files being written.)  Each inode's run is checked and assigned under its
-     * stripe; a run whose stripe is busy stays dirty for a later chunk. */
-    size_t n = pcache_collect_dirty(fs->cache, PAGE_DATA, s->pages, max_pages);
-    uint32_t oldest = n ? (uint32_t)(s->pages[0]->key >> 32) : 0;
-    qsort(s->pages, n, sizeof(*s->pages), by_key);
-    /* The oldest inode's run goes first (a rotation keeps every run whole and in order):
-     * its stripe is the one waited for, and only while nothing is in the chunk yet — an
-     * fsync holding a stripe may be waiting for an inode already in it. */
+    return wait_ok;
+}
+
+/* Sorts the n collected pages by key, then rotates the runs so that the run of inode
+ * oldest (the inode with the oldest dirty page) comes first, every run whole and in
+ * order: its stripe is the one waited for, and only while nothing is in the chunk yet — an
+ * fsync holding a stripe may be waiting for an inode already in it. */
+static void sort_oldest_inode_first(struct page **pages, size_t n, uint32_t oldest)
+{
+    qsort(pages, n, sizeof(*pages), by_key);
     size_t lo = 0;
-    while (lo < n && (uint32_t)(s->pages[lo]->key >> 32) != oldest)
+    while (lo < n && (uint32_t)(pages[lo]->key >> 32) != oldest)
         lo++;
-    reverse_pages(s->pages, lo);
-    reverse_pages(s->pages + lo, n - lo);
-    reverse_pages(s->pages, n);
+    reverse_pages(pages, lo);
+    reverse_pages(pages + lo, n - lo);
+    reverse_pages(pages, n);
+}
+
+/* Assigns blocks to the runs of s->pages[0, n), inode by inode under its stripe; a run
+ * whose stripe is busy (or that does not fit) is put and stays dirty for a later chunk.
+ * The first error is left in *err. */
+static void chunk_assign_runs(struct f2fuse *fs, struct wb_slot *s, size_t n, uint32_t oldest,
+                              bool wait_ok, int *err)
+{
+    struct wb_control *wb = fs->wb;
     for (size_t i = 0, next; i < n; i = next) {
         uint32_t ino = (uint32_t)(s->pages[i]->key >> 32);
         for (next = i + 1; next < n && (uint32_t)(s->pages[next]->key >> 32) == ino; next++)
             ;
         pthread_rwlock_t *stripe = &fs->inode_locks[ino % INODE_LOCK_STRIPES];
         bool locked = false;
-        if (!err && s->ninos < WB_MAX_INODES) {
+        if (!*err && s->ninos < WB_MAX_INODES) {
             if (wait_ok && !s->ninos && ino == oldest) {
                 pthread_rwlock_wrlock(stripe);
                 locked = true;
@@ -323,7 +318,7 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         size_t at = s->assigned;
         memmove(s->pages + at, s->pages + i, (next - i) * sizeof(*s->pages));
         size_t m = pcache_keep_dirty(fs->cache, s->pages + at, next - i);
-        size_t got = m ? chunk_add_pages(fs, s, ino, at, m, &err) : 0;
+        size_t got = m ? chunk_add_pages(fs, s, ino, at, m, err) : 0;
         s->assigned += got;
         if (got) {
             pthread_mutex_lock(&wb->lock);
@@ -332,8 +327,12 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         }
         pthread_rwlock_unlock(stripe);
     }
+}
 
-    /* One request per run of consecutive blocks: the buffer is in the same order. */
+/* One request per run of consecutive blocks: the buffer is in the same order.  Returns
+ * how many. */
+static unsigned chunk_build_requests(struct wb_slot *s)
+{
     unsigned nreq = 0;
     for (size_t i = 0; i < s->assigned; i++) {
         if (i && s->addrs[i] == s->addrs[i - 1] + 1) {
@@ -349,6 +348,60 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         nreq++;
     }
     s->nreq = nreq;
+    return nreq;
+}
+
+/* Submits the chunk's nreq requests; when that fails, nothing is queued and no completion
+ * will come, so they complete here with the error. */
+static void chunk_submit(struct f2fuse *fs, struct wb_slot *s, unsigned nreq)
+{
+    s->submitted_ns = clock_mono_ns();
+    if (!nreq)
+        return;
+    int serr = blk_submit(fs->dev, s->rp, nreq);
+    if (serr) {
+        for (unsigned i = 0; i < nreq; i++) {
+            s->reqs[i].result = serr;
+            chunk_req_done(&s->reqs[i]);
+        }
+    }
+}
+
+/* Prepares one chunk in slot s and submits it: the oldest dirty pages, inode by inode; the
+ * stripe of the inode with the oldest page is waited for, the others are taken only when
+ * free at once (never waiting for a stripe while blocks are in flight: an fsync holding
+ * one may be waiting for those).  An inode may be in the other slot's chunk too: its
+ * pages dirtied again since then get new blocks here.  Returns pages submitted, 0 when
+ * nothing was placed, or -errno.  The slot stays used until chunk_finish_oldest_locked. */
+static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
+{
+    struct wb_control *wb = fs->wb;
+    if (!pcache_dirty_count(fs->cache, PAGE_DATA))
+        return 0;
+    if (seg_free_segments(fs->seg) <
+        WB_MIN_FREE_SEGMENTS + WB_SLOTS * max_pages / F2FS_BLOCKS_PER_SEG + 1) {
+        wb_count(wb, &wb->cp_requests);
+        int err = checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
+        return err ? err : 0; /* then a pause: a full image must not loop on checkpoints */
+    }
+
+    pthread_rwlock_rdlock(&fs->cp_lock);
+    if (__atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE)) {
+        pthread_rwlock_unlock(&fs->cp_lock);
+        return -EIO;
+    }
+    bool wait_ok = slot_claim(wb, s);
+    int err = 0;
+    /* One scan of the dirty list takes the oldest pages; sorted by key they fall into one
+     * run per inode, in file order.  (A scan per inode took a fifth of the flusher's time
+     * with 16 files being written.)  Each inode's run is checked and assigned under its
+     * stripe; a run whose stripe is busy stays dirty for a later chunk. */
+    size_t n = pcache_collect_dirty(fs->cache, PAGE_DATA, s->pages, max_pages);
+    uint32_t oldest = n ? (uint32_t)(s->pages[0]->key >> 32) : 0;
+    sort_oldest_inode_first(s->pages, n, oldest);
+    chunk_assign_runs(fs, s, n, oldest, wait_ok, &err);
+
+    unsigned nreq = chunk_build_requests(s);
     pthread_mutex_lock(&wb->lock);
     s->pending = nreq;
     if (!nreq) { /* nothing placed: the slot is free again */
@@ -362,16 +415,7 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
      * for the writes only before its commit (writeback_wait_io). */
     pthread_rwlock_unlock(&fs->cp_lock);
 
-    s->submitted_ns = clock_mono_ns();
-    if (nreq) {
-        int serr = blk_submit(fs->dev, s->rp, nreq);
-        if (serr) { /* nothing queued, no completion will come */
-            for (unsigned i = 0; i < nreq; i++) {
-                s->reqs[i].result = serr;
-                chunk_req_done(&s->reqs[i]);
-            }
-        }
-    }
+    chunk_submit(fs, s, nreq);
     if (err && !s->assigned) {
         /* Could not place anything (no space until a checkpoint, a damaged inode, ...):
          * a checkpoint writes everything back or reports what is wrong. */
@@ -379,17 +423,12 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
             log_warn("background writeback of inode %u: %s; leaving it to a checkpoint",
                      oldest, strerror(-err));
         wb->soft_error_logged = true;
-        pthread_mutex_lock(&wb->lock);
-        wb->errors++;
-        pthread_mutex_unlock(&wb->lock);
+        wb_count(wb, &wb->errors);
         int cerr = checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
         return cerr ? cerr : 0;
     }
-    if (err) {
-        pthread_mutex_lock(&wb->lock);
-        wb->errors++;
-        pthread_mutex_unlock(&wb->lock);
-    }
+    if (err)
+        wb_count(wb, &wb->errors);
     return (int)s->assigned;
 }
 
@@ -411,9 +450,7 @@ static void reclaim_prefree(struct f2fuse *fs)
     if (prefree <= limit || prefree < seg_free_segments(fs->seg))
         return;
     struct wb_control *wb = fs->wb;
-    pthread_mutex_lock(&wb->lock);
-    wb->prefree_checkpoints++;
-    pthread_mutex_unlock(&wb->lock);
+    wb_count(wb, &wb->prefree_checkpoints);
     checkpoint_request(fs, BLK_PRIO_LOW, CP_METADATA);
 }
 

@@ -44,6 +44,12 @@ static const struct xattr_prefix *prefix_of_index(uint8_t index)
     return NULL;
 }
 
+static bool is_acl_index(uint8_t index)
+{
+    return index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS ||
+           index == F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT;
+}
+
 /* The whole xattr list of an inode in one buffer; *len is its usable length. */
 static int xattr_load(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                       uint8_t **out, size_t *len)
@@ -251,8 +257,7 @@ ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *i
     if (ret >= 0) {
         const uint8_t *v = (const uint8_t *)c.found->e_name + c.found->e_name_len;
         size_t vlen = le16(c.found->e_value_size);
-        if (c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS ||
-            c.index == F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT) {
+        if (is_acl_index(c.index)) {
             ret = acl_to_xattr(v, vlen, size ? value : NULL, size);
             if (ret == -EIO)
                 ret = fs_corrupt(fs, "inode %u: damaged ACL", ii->ino);
@@ -350,122 +355,130 @@ static int rebuild_visit(void *arg, const struct f2fs_xattr_entry *e)
     return 0;
 }
 
-int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
-              const void *value, size_t size, int flags)
+/* An access ACL sets the permission bits, as on any file system with ACLs; *plain when it
+ * says no more than the bits (then it is not stored). */
+static int acl_set_mode(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                        const void *value, size_t size, bool *plain)
 {
-    struct get_ctx c = {0};
-    name_split(name, &c);
-    if (!c.name)
-        return -EOPNOTSUPP;
-    c.name_len = strlen(c.name);
-    if (c.name_len > F2FS_NAME_LEN || (c.name_len == 0 && c.index != F2FS_XATTR_INDEX_POSIX_ACL_ACCESS &&
-                                        c.index != F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT))
-        return c.name_len ? -ERANGE : -EINVAL;
-    /* An access ACL sets the permission bits, as on any file system with ACLs; one that
-     * says no more than the bits is not stored. */
-    if (value && c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS) {
-        uint16_t perms;
-        bool plain;
-        int err = acl_xattr_mode(value, size, &perms, &plain);
-        if (err)
-            return err;
-        struct f2fs_inode *ri = &page_node(ipage)->i;
-        ri->i_mode = htole16((uint16_t)((le16(ri->i_mode) & ~0777u) | perms));
-        ii->mode = le16(ri->i_mode);
-        pcache_mark_dirty(fs->cache, ipage);
-        if (plain) {
-            err = xattr_set(fs, ii, ipage, name, NULL, 0, 0);
-            return err == -ENODATA ? 0 : err;
-        }
-    }
-    /* Stored values: ACLs in f2fs's compact form (never larger than the xattr form). */
-    uint8_t *stored = NULL;
-    size_t stored_len = size;
-    if (value && (c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS ||
-                  c.index == F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT)) {
-        stored = fs_malloc(fs, size + sizeof(uint32_t));
-        if (!stored)
+    uint16_t perms;
+    int err = acl_xattr_mode(value, size, &perms, plain);
+    if (err)
+        return err;
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    ri->i_mode = htole16((uint16_t)((le16(ri->i_mode) & ~0777u) | perms));
+    ii->mode = le16(ri->i_mode);
+    pcache_mark_dirty(fs->cache, ipage);
+    return 0;
+}
+
+/* The value as stored: ACLs in f2fs's compact form (never larger than the xattr form),
+ * then in *stored (to be freed) and *value; anything else as given. */
+static int value_to_store(struct f2fuse *fs, const struct get_ctx *c, const void **value,
+                          size_t size, uint8_t **stored, size_t *stored_len)
+{
+    *stored = NULL;
+    *stored_len = size;
+    if (*value && is_acl_index(c->index)) {
+        *stored = fs_malloc(fs, size + sizeof(uint32_t));
+        if (!*stored)
             return -ENOMEM;
-        ssize_t n = xattr_to_acl(value, size, stored);
+        ssize_t n = xattr_to_acl(*value, size, *stored);
         if (n < 0) {
-            free(stored);
+            free(*stored);
+            *stored = NULL;
             return (int)n;
         }
-        stored_len = (size_t)n;
-        value = stored;
+        *stored_len = (size_t)n;
+        *value = *stored;
     }
-    if (stored_len > UINT16_MAX) {
-        free(stored);
+    if (*stored_len > UINT16_MAX) {
+        free(*stored);
+        *stored = NULL;
         return -E2BIG;
     }
+    return 0;
+}
 
-    size_t inline_bytes = (ii->inline_flags & F2FS_INLINE_XATTR) ? ii->xattr_addrs * 4u : 0;
-    size_t capacity = inline_bytes + XATTR_BLOCK_BODY;
-    uint8_t *old, *buf = fs_calloc(fs, 1, capacity + sizeof(uint32_t));
+/* Writes into buf (room for cap bytes and a zero word) the new list: the header, every
+ * entry but c's, then c's with value when there is one; *used is its length.  flags are
+ * setxattr's (create only, replace only). */
+static int list_rebuild(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                        const struct get_ctx *c, const void *value, size_t value_len, int flags,
+                        uint8_t *buf, size_t cap, size_t *used)
+{
+    uint8_t *old;
     size_t old_len;
-    int err = buf ? xattr_load(fs, ii, ipage, &old, &old_len) : -ENOMEM;
-    if (err) {
-        free(buf);
-        free(stored);
+    int err = xattr_load(fs, ii, ipage, &old, &old_len);
+    if (err)
         return err;
-    }
-    struct get_ctx found = c;
+    struct get_ctx found = *c;
     bool exists = old && xattr_walk(fs, ii->ino, old, old_len, get_visit, &found) == 1;
     if ((flags & XATTR_CREATE_FLAG) && exists)
         err = -EEXIST;
     else if (((flags & XATTR_REPLACE_FLAG) || !value) && !exists)
         err = -ENODATA;
-    /* The new list: the header, every other entry, the new one, a zero word. */
-    struct rebuild_ctx r = {&c, buf, sizeof(struct f2fs_xattr_header), capacity - sizeof(uint32_t),
-                            false};
+    struct rebuild_ctx r = {c, buf, sizeof(struct f2fs_xattr_header), cap, false};
     if (!err && old)
         err = xattr_walk(fs, ii->ino, old, old_len, rebuild_visit, &r);
     if (!err && value) {
-        size_t esize = XATTR_ALIGN(sizeof(struct f2fs_xattr_entry) + c.name_len + stored_len);
+        size_t esize = XATTR_ALIGN(sizeof(struct f2fs_xattr_entry) + c->name_len + value_len);
         if (r.overflow || r.used + esize > r.cap) {
             err = -E2BIG; /* as f2fs: the list would outgrow the inode and its xattr node */
         } else {
             struct f2fs_xattr_entry *e = (void *)(buf + r.used);
-            e->e_name_index = c.index;
-            e->e_name_len = (uint8_t)c.name_len;
-            e->e_value_size = htole16((uint16_t)stored_len);
-            memcpy(e->e_name, c.name, c.name_len);
-            memcpy(e->e_name + c.name_len, value, stored_len);
+            e->e_name_index = c->index;
+            e->e_name_len = (uint8_t)c->name_len;
+            e->e_value_size = htole16((uint16_t)value_len);
+            memcpy(e->e_name, c->name, c->name_len);
+            memcpy(e->e_name + c->name_len, value, value_len);
             r.used += esize;
         }
     }
     free(old);
-    free(stored);
-    if (err) {
-        free(buf);
-        return err;
+    *used = r.used;
+    return err;
+}
+
+/* Copies what does not fit inline into the inode's xattr node, made when there is none. */
+static int xattr_node_fill(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                           const uint8_t *rest)
+{
+    struct page *xpage;
+    int err;
+    if (ii->xattr_nid) {
+        err = node_get(fs, ii->xattr_nid, ii->ino, &xpage);
+    } else {
+        err = node_new(fs, ii->ino, 0, XATTR_NODE_OFFSET, !S_ISDIR(ii->mode), &xpage);
+        if (!err) {
+            ii->xattr_nid = le32(page_node(xpage)->footer.nid);
+            page_node(ipage)->i.i_xattr_nid = htole32(ii->xattr_nid);
+            inode_add_blocks(ipage, 1);
+        }
     }
+    if (!err) {
+        memcpy(xpage->data, rest, XATTR_BLOCK_BODY);
+        pcache_mark_dirty(fs->cache, xpage);
+        pcache_put(fs->cache, xpage);
+    }
+    return err;
+}
+
+/* Puts the new list (used bytes of buf) in place: the inline part first; the xattr node
+ * holds the rest, and goes when not needed. */
+static int list_store(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint8_t *buf,
+                      size_t used, size_t inline_bytes)
+{
     struct f2fs_xattr_header *h = (void *)buf;
     h->h_magic = htole32(F2FS_XATTR_MAGIC);
     h->h_refcount = htole32(1);
-    bool empty = r.used == sizeof(*h);
+    bool empty = used == sizeof(*h);
 
-    /* Inline part first; the xattr node holds the rest, and goes when not needed. */
     struct f2fs_inode *ri = &page_node(ipage)->i;
     memcpy((uint8_t *)ipage->data + inline_xattr_offset(ii), buf, inline_bytes);
-    bool need_node = r.used + sizeof(uint32_t) > inline_bytes && !empty;
+    bool need_node = used + sizeof(uint32_t) > inline_bytes && !empty;
+    int err = 0;
     if (need_node) {
-        struct page *xpage;
-        if (ii->xattr_nid) {
-            err = node_get(fs, ii->xattr_nid, ii->ino, &xpage);
-        } else {
-            err = node_new(fs, ii->ino, 0, XATTR_NODE_OFFSET, !S_ISDIR(ii->mode), &xpage);
-            if (!err) {
-                ii->xattr_nid = le32(page_node(xpage)->footer.nid);
-                ri->i_xattr_nid = htole32(ii->xattr_nid);
-                inode_add_blocks(ipage, 1);
-            }
-        }
-        if (!err) {
-            memcpy(xpage->data, buf + inline_bytes, XATTR_BLOCK_BODY);
-            pcache_mark_dirty(fs->cache, xpage);
-            pcache_put(fs->cache, xpage);
-        }
+        err = xattr_node_fill(fs, ii, ipage, buf + inline_bytes);
     } else if (ii->xattr_nid) {
         err = node_free(fs, ii->xattr_nid, ii->ino);
         if (!err) {
@@ -477,6 +490,46 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
     if (!err && empty && inline_bytes)
         memset((uint8_t *)ipage->data + inline_xattr_offset(ii), 0, inline_bytes);
     pcache_mark_dirty(fs->cache, ipage);
+    return err;
+}
+
+int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
+              const void *value, size_t size, int flags)
+{
+    struct get_ctx c = {0};
+    name_split(name, &c);
+    if (!c.name)
+        return -EOPNOTSUPP;
+    c.name_len = strlen(c.name);
+    if (c.name_len > F2FS_NAME_LEN || (c.name_len == 0 && !is_acl_index(c.index)))
+        return c.name_len ? -ERANGE : -EINVAL;
+    if (value && c.index == F2FS_XATTR_INDEX_POSIX_ACL_ACCESS) {
+        bool plain;
+        int err = acl_set_mode(fs, ii, ipage, value, size, &plain);
+        if (err)
+            return err;
+        if (plain) {
+            err = xattr_set(fs, ii, ipage, name, NULL, 0, 0);
+            return err == -ENODATA ? 0 : err;
+        }
+    }
+    uint8_t *stored;
+    size_t stored_len;
+    int err = value_to_store(fs, &c, &value, size, &stored, &stored_len);
+    if (err)
+        return err;
+
+    /* The new list: the header, every other entry, the new one, a zero word. */
+    size_t inline_bytes = (ii->inline_flags & F2FS_INLINE_XATTR) ? ii->xattr_addrs * 4u : 0;
+    size_t capacity = inline_bytes + XATTR_BLOCK_BODY;
+    uint8_t *buf = fs_calloc(fs, 1, capacity + sizeof(uint32_t));
+    size_t used = 0;
+    err = buf ? list_rebuild(fs, ii, ipage, &c, value, stored_len, flags, buf,
+                             capacity - sizeof(uint32_t), &used)
+              : -ENOMEM;
+    free(stored);
+    if (!err)
+        err = list_store(fs, ii, ipage, buf, used, inline_bytes);
     free(buf);
     return err;
 }

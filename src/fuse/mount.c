@@ -186,14 +186,44 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 }
 
+/* The entry the kernel gets for a (its timeouts are the caller's). */
+static void entry_fill(const struct daemon *d, const struct f2fuse_attr *a,
+                       struct fuse_entry_param *e)
+{
+    e->ino = to_fuse(d, a->ino);
+    e->generation = a->generation;
+    attr_to_stat(d, a, &e->attr);
+}
+
+/* Replies with the entry of a, which holds a lookup reference for the kernel. */
+static void reply_entry_attr(fuse_req_t req, struct daemon *d, const struct f2fuse_attr *a)
+{
+    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
+    entry_fill(d, a, &e);
+    if (fuse_reply_entry(req, &e) != 0)
+        f2fuse_forget(d->fs, a->ino, 1); /* the kernel never got the reference */
+}
+
+/* The reply of an operation that makes a new name: its entry, or the error. */
+static void reply_new_entry(fuse_req_t req, struct daemon *d, enum fuse_op op, int err,
+                            const struct f2fuse_attr *a)
+{
+    count(d, op, err);
+    if (err)
+        reply_err(req, err);
+    else
+        reply_entry_attr(req, d, a);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct daemon *d = daemon_of(req);
     struct f2fuse_attr a;
     int err = f2fuse_lookup(d->fs, to_f2fs(d, parent), name, strlen(name), &a);
     count(d, OP_LOOKUP, err && err != -ENOENT);
-    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
     if (err == -ENOENT) {
+        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+                                     .entry_timeout = CACHE_TIMEOUT};
         fuse_reply_entry(req, &e); /* ino 0: a negative entry the kernel may cache */
         return;
     }
@@ -201,11 +231,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         reply_err(req, err);
         return;
     }
-    e.ino = to_fuse(d, a.ino);
-    e.generation = a.generation;
-    attr_to_stat(d, &a, &e.attr);
-    if (fuse_reply_entry(req, &e) != 0)
-        f2fuse_forget(d->fs, a.ino, 1); /* the kernel never got the reference */
+    reply_entry_attr(req, d, &a);
 }
 
 /* The kernel drops lookup references: an unlinked inode goes with its last one. */
@@ -224,19 +250,26 @@ static void op_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_da
     fuse_reply_none(req);
 }
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* The reply of getattr and setattr: the attributes, or the error. */
+static void reply_attr(fuse_req_t req, struct daemon *d, enum fuse_op op, int err,
+                       const struct f2fuse_attr *a)
 {
-    struct daemon *d = daemon_of(req);
-    struct f2fuse_attr a;
-    int err = f2fuse_getattr(d->fs, to_f2fs(d, ino), &a);
-    count(d, OP_GETATTR, err);
+    count(d, op, err);
     if (err) {
         reply_err(req, err);
         return;
     }
     struct stat st;
-    attr_to_stat(d, &a, &st);
+    attr_to_stat(d, a, &st);
     fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    struct f2fuse_attr a;
+    int err = f2fuse_getattr(d->fs, to_f2fs(d, ino), &a);
+    reply_attr(req, d, OP_GETATTR, err, &a);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -425,9 +458,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
                 found = false;
             }
             if (found) {
-                ep.ino = to_fuse(d, e->ino);
-                ep.generation = a.generation;
-                attr_to_stat(d, &a, &ep.attr);
+                entry_fill(d, &a, &ep); /* a.ino == e->ino */
             } else {
                 /* "." and "..", or an entry that went away meanwhile: name only, and the
                  * kernel looks it up itself. */
@@ -476,6 +507,19 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
         fuse_reply_statfs(req, &st);
 }
 
+/* The reply of getxattr and listxattr: n bytes of buf (the size alone when size is 0), or
+ * the error; buf is freed. */
+static void reply_xattr_buf(fuse_req_t req, ssize_t n, char *buf, size_t size)
+{
+    if (n < 0)
+        reply_err(req, (int)n);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     struct daemon *d = daemon_of(req);
@@ -486,13 +530,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     }
     ssize_t n = f2fuse_getxattr(d->fs, to_f2fs(d, ino), name, buf, size);
     count(d, OP_GETXATTR, n < 0 && n != -ENODATA);
-    if (n < 0)
-        reply_err(req, (int)n);
-    else if (size == 0)
-        fuse_reply_xattr(req, (size_t)n);
-    else
-        fuse_reply_buf(req, buf, (size_t)n);
-    free(buf);
+    reply_xattr_buf(req, n, buf, size);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -505,25 +543,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     }
     ssize_t n = f2fuse_listxattr(d->fs, to_f2fs(d, ino), buf, size);
     count(d, OP_LISTXATTR, n < 0);
-    if (n < 0)
-        reply_err(req, (int)n);
-    else if (size == 0)
-        fuse_reply_xattr(req, (size_t)n);
-    else
-        fuse_reply_buf(req, buf, (size_t)n);
-    free(buf);
+    reply_xattr_buf(req, n, buf, size);
 }
 
-
-static void reply_entry_attr(fuse_req_t req, struct daemon *d, const struct f2fuse_attr *a)
-{
-    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
-    e.ino = to_fuse(d, a->ino);
-    e.generation = a->generation;
-    attr_to_stat(d, a, &e.attr);
-    if (fuse_reply_entry(req, &e) != 0)
-        f2fuse_forget(d->fs, a->ino, 1);
-}
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                      dev_t rdev)
@@ -533,11 +555,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct f2fuse_attr a;
     int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name), mode, rdev, ctx->uid,
                            ctx->gid, &a);
-    count(d, OP_MKNOD, err);
-    if (err)
-        reply_err(req, err);
-    else
-        reply_entry_attr(req, d, &a);
+    reply_new_entry(req, d, OP_MKNOD, err, &a);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -558,9 +576,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         return;
     }
     struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
-    e.ino = to_fuse(d, a.ino);
-    e.generation = a.generation;
-    attr_to_stat(d, &a, &e.attr);
+    entry_fill(d, &a, &e);
     fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_create(req, &e, fi) != 0) {
         f2fuse_release(d->fs, a.ino);
@@ -575,11 +591,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct f2fuse_attr a;
     int err = f2fuse_mkdir(d->fs, to_f2fs(d, parent), name, strlen(name), mode, ctx->uid,
                            ctx->gid, &a);
-    count(d, OP_MKDIR, err);
-    if (err)
-        reply_err(req, err);
-    else
-        reply_entry_attr(req, d, &a);
+    reply_new_entry(req, d, OP_MKDIR, err, &a);
 }
 
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
@@ -589,11 +601,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
     struct f2fuse_attr a;
     int err = f2fuse_symlink(d->fs, to_f2fs(d, parent), name, strlen(name), target, ctx->uid,
                              ctx->gid, &a);
-    count(d, OP_SYMLINK, err);
-    if (err)
-        reply_err(req, err);
-    else
-        reply_entry_attr(req, d, &a);
+    reply_new_entry(req, d, OP_SYMLINK, err, &a);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
@@ -601,11 +609,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const cha
     struct daemon *d = daemon_of(req);
     struct f2fuse_attr a;
     int err = f2fuse_link(d->fs, to_f2fs(d, ino), to_f2fs(d, parent), name, strlen(name), &a);
-    count(d, OP_LINK, err);
-    if (err)
-        reply_err(req, err);
-    else
-        reply_entry_attr(req, d, &a);
+    reply_new_entry(req, d, OP_LINK, err, &a);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -705,14 +709,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         sa.valid |= F2FUSE_SET_KILL_SUIDGID;
     struct f2fuse_attr a;
     int err = f2fuse_setattr(d->fs, to_f2fs(d, ino), &sa, &a);
-    count(d, OP_SETATTR, err);
-    if (err) {
-        reply_err(req, err);
-        return;
-    }
-    struct stat st;
-    attr_to_stat(d, &a, &st);
-    fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+    reply_attr(req, d, OP_SETATTR, err, &a);
 }
 
 /* The I/O priority of the process behind a request (0 when it cannot be had). */
@@ -1001,6 +998,68 @@ static void background_ready(int ready_fd, unsigned char status)
     close(ready_fd);
 }
 
+/* The kernel checks permissions against the modes we report, and names the mount. */
+static void add_kernel_options(struct fuse_args *args, const struct cmdline *c)
+{
+    char extra[PATH_MAX + 64];
+    /* A comma would split the option list. */
+    bool plain_name = !strchr(c->image, ',') && !c->own_fsname;
+    snprintf(extra, sizeof(extra), "-odefault_permissions,subtype=f2fuse%s%s%s",
+             plain_name ? ",fsname=" : "", plain_name ? c->image : "",
+             c->opts.read_only ? ",ro" : "");
+    fuse_opt_add_arg(args, extra);
+}
+
+/* What serving the mounted session takes besides the loop: this daemon's handling of the
+ * channel's I/O (killpriv, the ring), read-ahead, the control socket. */
+static void serve_setup(struct daemon *d, const char *mnt, struct ctl_server **ctl)
+{
+    d->killpriv.want = true;
+    if (d->perf.fuse_ring) {
+        d->killpriv.ring_flag = true;
+        d->killpriv.on_init_replied = start_ring;
+    }
+    if (killpriv_install(d->se, killpriv_of) != 0)
+        log_warn("cannot take over the FUSE channel's I/O: every write will cost a GETXATTR");
+    set_read_ahead(mnt, d->perf.read_ahead_kb);
+    int err = ctl_start(mnt, ctl_handle, d, ctl);
+    if (err)
+        log_warn("no control socket (f2fuse stat will not work): %s", strerror(-err));
+}
+
+/* Serves requests until unmounted; 0, or 1 when the loop failed. */
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
+{
+    if (fo->singlethread)
+        return fuse_session_loop(se) != 0;
+    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(cfg, fo->clone_fd);
+    if (fo->max_idle_threads != UINT_MAX) /* UINT_MAX: not given on the command line */
+        fuse_loop_cfg_set_idle_threads(cfg, fo->max_idle_threads);
+    if (fo->max_threads != UINT_MAX && fo->max_threads > 0)
+        fuse_loop_cfg_set_max_threads(cfg, fo->max_threads);
+    int ret = fuse_session_loop_mt(se, cfg) != 0;
+    fuse_loop_cfg_destroy(cfg);
+    return ret;
+}
+
+/* Undoes what mount_main set up, in reverse; each part may be missing. */
+static void daemon_teardown(struct daemon *d, struct fuse_session *se, bool mounted,
+                            struct ctl_server *ctl)
+{
+    ctl_stop(ctl);
+    if (se) {
+        if (mounted)
+            fuse_session_unmount(se);
+        fuse_ring_stop(__atomic_load_n(&d->ring, __ATOMIC_ACQUIRE));
+        fuse_remove_signal_handlers(se);
+        fuse_session_destroy(se);
+    }
+    f2fuse_close(d->fs);
+    while (d->read_pool.n)
+        free(d->read_pool.bufs[--d->read_pool.n]);
+}
+
 int mount_main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -1045,15 +1104,7 @@ int mount_main(int argc, char **argv)
         goto out;
     }
     d.root_ino = f2fuse_root_ino(d.fs);
-
-    /* The kernel checks permissions against the modes we report, and names the mount. */
-    char extra[PATH_MAX + 64];
-    /* A comma would split the option list. */
-    bool plain_name = !strchr(c.image, ',') && !c.own_fsname;
-    snprintf(extra, sizeof(extra), "-odefault_permissions,subtype=f2fuse%s%s%s",
-             plain_name ? ",fsname=" : "", plain_name ? c.image : "",
-             c.opts.read_only ? ",ro" : "");
-    fuse_opt_add_arg(&args, extra);
+    add_kernel_options(&args, &c);
 
     se = fuse_session_new(&args, &f2fuse_ops, sizeof(f2fuse_ops), &d);
     if (!se)
@@ -1064,44 +1115,13 @@ int mount_main(int argc, char **argv)
         goto out;
     mounted = true;
     d.se = se;
-    d.killpriv.want = true;
-    if (d.perf.fuse_ring) {
-        d.killpriv.ring_flag = true;
-        d.killpriv.on_init_replied = start_ring;
-    }
-    if (killpriv_install(se, killpriv_of) != 0)
-        log_warn("cannot take over the FUSE channel's I/O: every write will cost a GETXATTR");
-    set_read_ahead(real_mnt, d.perf.read_ahead_kb);
-    err = ctl_start(real_mnt, ctl_handle, &d, &ctl);
-    if (err)
-        log_warn("no control socket (f2fuse stat will not work): %s", strerror(-err));
+    serve_setup(&d, real_mnt, &ctl);
     background_ready(ready_fd, 0);
     ready_fd = -1;
-    if (fo.singlethread) {
-        ret = fuse_session_loop(se) != 0;
-    } else {
-        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-        fuse_loop_cfg_set_clone_fd(cfg, fo.clone_fd);
-        if (fo.max_idle_threads != UINT_MAX) /* UINT_MAX: not given on the command line */
-            fuse_loop_cfg_set_idle_threads(cfg, fo.max_idle_threads);
-        if (fo.max_threads != UINT_MAX && fo.max_threads > 0)
-            fuse_loop_cfg_set_max_threads(cfg, fo.max_threads);
-        ret = fuse_session_loop_mt(se, cfg) != 0;
-        fuse_loop_cfg_destroy(cfg);
-    }
+    ret = serve(se, &fo);
 out:
     background_ready(ready_fd, 1);
-    ctl_stop(ctl);
-    if (se) {
-        if (mounted)
-            fuse_session_unmount(se);
-        fuse_ring_stop(__atomic_load_n(&d.ring, __ATOMIC_ACQUIRE));
-        fuse_remove_signal_handlers(se);
-        fuse_session_destroy(se);
-    }
-    f2fuse_close(d.fs);
-    while (d.read_pool.n)
-        free(d.read_pool.bufs[--d.read_pool.n]);
+    daemon_teardown(&d, se, mounted, ctl);
     free(fo.mountpoint);
     fuse_opt_free_args(&args);
     return ret;
