@@ -35,7 +35,7 @@
 #define MAX_IO (1u << 20)
 
 /* ---- FUSE performance options (issue #8, bench/fio; defaults and why: docs/ARCHITECTURE.md
- * "Performance").  Parsed here, not in the library: they only shape the kernel side. */
+ * "FUSE front end").  Parsed here, not in the library: they only shape the kernel side. */
 struct fuse_perf_opts {
     bool writeback_cache; /* the kernel's page cache buffers writes in front of ours */
     bool keep_cache;      /* an open keeps the kernel's cached pages of the file */
