@@ -17,14 +17,14 @@ import zlib
 
 # name -> which rows and columns to draw
 CHARTS = {
-    # seed 002: the block layer against fio, per workload (log scale: buffered psync writes
+    # direct async I/O: the block layer against fio, per workload (log scale: buffered psync writes
     # land in the host page cache and are 40x faster than any device)
     "blk": {"label": ["workload"], "series": ["fio IOPS", "uring IOPS", "psync IOPS"],
             "log": True, "unit": "IOPS"},
-    # seed 000: each metric with merge on, relative to merge off (1.0 = the same)
+    # merged checkpoints: each metric with merge on, relative to merge off (1.0 = the same)
     "checkpoint": {"label": [0], "series": ["on/off"], "ref": 1.0,
                    "unit": "merge on / merge off"},
-    # seed 003: fstrim time per way of issuing discards
+    # merged, parallel discard: fstrim time per way of issuing discards
     "trim": {"label": ["backing", "files", "how"], "cut": ":", "series": ["fstrim s"],
              "unit": "seconds"},
 }

@@ -54,9 +54,9 @@ struct f2fuse_options {
     uint64_t discard_max;  /* largest single discard request in bytes (default 64 MiB) */
     unsigned discard_qd;   /* discard requests in flight in parallel mode (default 32) */
     unsigned discard_idle_ms; /* online discard waits for this long without writes (100; 0: at once) */
-    /* writeback control (seed 001; all changeable on a running mount, see f2fuse_tune).
-     * Dirty means file data written and not yet on the device; ratios are % of cache_size,
-     * the most dirty data could ever take. */
+    /* writeback control (bandwidth × time, dirty_background_time; all changeable on a
+     * running mount, see f2fuse_tune).  Dirty means file data written and not yet on the
+     * device; ratios are % of cache_size, the most dirty data could ever take. */
     uint64_t dirty_bytes;            /* hard limit: writers wait above it; 0 = dirty_ratio */
     unsigned dirty_ratio;            /* default 20 */
     uint64_t dirty_background_bytes; /* background writeback above it; 0 = the ratio */

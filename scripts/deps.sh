@@ -1,15 +1,35 @@
 #!/usr/bin/env bash
-# Makes sure the Debian packages f2fuse builds, tests and benchmarks with are installed.
-# As root it installs what is missing with apt-get; otherwise it names the packages.
+# Makes sure the Debian packages a make target needs are installed: `deps.sh [GROUP...]`, the
+# groups below (default: build).  `make` asks only for build, so a user with the build
+# dependencies builds without root and without the test tools; `make test`, `make bench`,
+# `make fuzzers` and `make check` add theirs.  As root it installs what is missing with
+# apt-get; otherwise it names the packages and fails.
 set -euo pipefail
-pkgs=(build-essential pkg-config libfuse3-dev fuse3 liburing-dev f2fs-tools fio util-linux
-      python3 clang
-      libblkid-dev android-libsparse-dev   # partition tables and content probes; sparse images
-      android-sdk-libsparse-utils fdisk squashfs-tools # tests: img2simg, sfdisk, mksquashfs
-      user-mode-linux kmod attr acl # test_kernel_oracle: Linux 6.1 f2fs as a process, insmod, *fattr/*facl
-      python3-matplotlib fuse2fs) # PNG plots (writeback, gc, fio); bench/fio's FUSE ext4 reference
+declare -A group=(
+    [build]="build-essential pkg-config libfuse3-dev liburing-dev libblkid-dev
+             android-libsparse-dev"
+    # make run: mkfs.f2fs for a new image, fusermount3 to unmount it
+    [run]="fuse3 f2fs-tools"
+    # the suite: f2fs-tools are the oracle; img2simg, sfdisk, mksquashfs build test images;
+    # user-mode-linux + kmod run Linux 6.1's f2fs as a process (test_kernel_oracle); attr and
+    # acl for *fattr/*facl; clang for test_fuzz's harnesses; mkfs.ext4 and xz for the
+    # foreign inputs of test_image_formats
+    [test]="fuse3 f2fs-tools util-linux python3 android-sdk-libsparse-utils fdisk
+            squashfs-tools user-mode-linux kmod attr acl clang e2fsprogs xz-utils"
+    # fio workloads, PNG plots, fuse2fs as the FUSE ext4 reference of bench/fio
+    [bench]="fuse3 f2fs-tools util-linux python3 fio python3-matplotlib fuse2fs"
+    [fuzz]="clang f2fs-tools"
+    [check]="cppcheck"
+)
+[ $# -eq 0 ] && set -- build
+wanted=()
+for g in "$@"; do
+    [ -n "${group[$g]+set}" ] || { echo "deps.sh: unknown group $g (${!group[*]})" >&2; exit 2; }
+    # shellcheck disable=SC2206 # the lists are words, split on purpose
+    wanted+=(${group[$g]})
+done
 missing=()
-for p in "${pkgs[@]}"; do
+for p in $(printf '%s\n' "${wanted[@]}" | awk '!seen[$0]++'); do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

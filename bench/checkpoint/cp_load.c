@@ -2,8 +2,8 @@
  * on a mounted path, so the same binary drives f2fuse and a kernel file system.
  *
  *   cp_load dirsync DIR COUNT [PREFIX]
- *       COUNT x (create DIR/PREFIX_i; close; fsync(DIR)), timed (thread A of seed 000).
- *       COUNT 0 = until SIGTERM/SIGINT (thread C).  Prints one line
+ *       COUNT x (create DIR/PREFIX_i; close; fsync(DIR)), timed (thread A of the
+ *       checkpoint=merge post).  COUNT 0 = until SIGTERM/SIGINT (thread C).  Prints one line
  *       "ops=N elapsed_s=S ops_per_s=R lat_p50_us=.. lat_p99_us=.. lat_max_us=..".
  *   cp_load fsync FILE COUNT
  *       FILE is created (4 KiB), its directory fsync'ed, so that FILE is in the last

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checkpoint benchmark: seed 000 (f2fs "checkpoint=merge") reproduced through the FUSE mount.
+# Checkpoint benchmark: merged checkpoints (f2fs "checkpoint=merge") reproduced through the
+# FUSE mount.
 #
 # Contention runs, on a fresh 4 GiB sparse f2fs image each (mkfs.f2fs), mounted by f2fuse with
 # nocheckpoint_merge and with checkpoint_merge, interleaved, CP_BENCH_REPS times each:
@@ -31,8 +32,8 @@
 #   CP_BENCH_SLOW_OPTS  also run off/on (one C) on an emulated slow, saturated device with these
 #                       mount options (default "dev_bw=50M": a 50 MB/s device whose queue
 #                       serves checkpoint I/O before background writeback (B's data, which
-#                       checkpoints do not write) before the idle-class C, as the seed's
-#                       BFQ with a low-weight cgroup for C); "" = skip
+#                       checkpoints do not write) before the idle-class C, as the checkpoint=merge
+#                       post's BFQ with a low-weight cgroup for C); "" = skip
 #   CP_BENCH_TIMEOUT    seconds before thread A is given up (default 240)
 #   CP_BENCH_OPTS       extra f2fuse mount options (appended to every mount)
 #   CP_BENCH_DIR        where images and mount points live (default build/bench-checkpoint;
@@ -270,9 +271,9 @@ done
 
 a_off=$(med off a_s) a_on=$(med on a_s)
 ratio_on=$(med on ratio)
-# The targets are judged where the seed's experiment has its conditions: A's time on the
-# slow, saturated device (C's idle-class I/O gets little of it, as the seed's low-weight
-# cgroup), the checkpoints written under contention with several C's.  On the host's fast
+# The targets are judged where the checkpoint=merge post's experiment has its conditions: A's
+# time on the slow, saturated device (C's idle-class I/O gets little of it, as the post's
+# low-weight cgroup), the checkpoints written under contention with several C's.  On the host's fast
 # device nothing is saturated, so there is no inversion for merging to remove: that pair
 # is reported as information.
 t1_where="slow device ($slow_opts)" t1_on=$a_on t1_off=$a_off
@@ -312,7 +313,7 @@ row() { # label key digits [ms] [y = ext4 has it]
     echo "$line |"
 }
 {
-    echo "## Checkpoint merge (seed 000): A/B/C contention through the FUSE mount"
+    echo "## Checkpoint merge: A/B/C contention through the FUSE mount"
     echo
     echo "$(date -u +%Y-%m-%d), kernel $(uname -r), $(nproc) CPUs, f2fuse $(git describe --always --dirty 2>/dev/null || echo ?)," \
          "fresh ${size}iB sparse image per run on $(findmnt -n -o FSTYPE -T "$dir" 2>/dev/null || echo '?')," \

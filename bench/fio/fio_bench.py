@@ -554,7 +554,7 @@ def main():
             set_enable_uring("0")
     load1 = os.getloadavg()
     header = [
-        "# bench/fio: f2fuse end to end (seed 002's table)",
+        "# bench/fio: f2fuse end to end (the loop direct-I/O-via-AIO post's table)",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, "
         f"{os.cpu_count()} CPUs, load average {load0[0]:.1f} at start, {load1[0]:.1f} at end "

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# End-to-end benchmark (issue #8, seed 002's table): fio and metadata workloads inside
-# mounted file systems — f2fuse backend=uring (O_DIRECT image; also with writeback_cache) and
-# backend=psync (buffered),
-# fuse2fs, kernel ext4 on a loop device with direct-io off and on — and the FUSE ceiling:
+# End-to-end benchmark (issue #8, the table of the loop driver's direct-I/O-via-AIO post): fio
+# and metadata workloads inside mounted file systems — f2fuse backend=uring (O_DIRECT image;
+# also with writeback_cache) and backend=psync (buffered), fuse2fs, kernel ext4 on a loop
+# device with direct-io off and on — and the FUSE ceiling:
 # memfs (bench/fio/memfs.c), a minimal in-memory FUSE file system with f2fuse's dispatch.
 #
-# fio rows (buffered, as in the seed): psync 16 jobs 4 KiB randread/read/randwrite/write,
+# fio rows (buffered, as in that post): psync 16 jobs 4 KiB randread/read/randwrite/write,
 # 128 KiB read/write, and 4 jobs io_uring QD32 4 KiB randread/randwrite.  Metadata rows:
 # create, stat, unlink of many small files in 16 directories from 4 threads
 # (build/bench/fio/meta_load), untar of a source tree, create+4 KiB+fsync from 4 threads.

@@ -1,4 +1,4 @@
-/* The seed-003 workload (the "makefrag.c" of the ext4 discard thread): N files of SIZE bytes
+/* The workload of the ext4 parallel-discard thread (its "makefrag.c"): N files of SIZE bytes
  * written sequentially, made durable, then a HOLE-byte hole punched every STRIDE bytes of
  * each (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE), so that the freed space is many small
  * pieces.  Prints "files=N holes=H write_s=... punch_s=...".

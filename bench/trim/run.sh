@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Trim benchmark: seed 003 ("ext4: improve discard efficiency": parallel discards) reproduced
+# Trim benchmark: merged, parallel discards ("ext4: improve discard efficiency") reproduced
 # through the FUSE mount.
 #
-# Workload (bench/trim/makefrag.c, the seed's makefrag): TRIM_BENCH_FILES files of
+# Workload (bench/trim/makefrag.c, the ext4 thread's makefrag): TRIM_BENCH_FILES files of
 # TRIM_BENCH_FILE_MIB MiB written through the mount, then a 4 KiB hole punched every 16 KiB of
 # each (fallocate PUNCH_HOLE|KEEP_SIZE through FUSE): 10 x 64 MiB = 40,960 isolated holes.
 # The image is built once per size (mounted -o nodiscard, so nothing is discarded before the
@@ -272,7 +272,7 @@ for where in scratch host; do
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.1fx", a / b; else print "n/a" }'; }
 {
-    echo "## Trim: fstrim after the seed-003 workload"
+    echo "## Trim: fstrim after the makefrag workload"
     echo
     echo "$(date -u +%Y-%m-%d), kernel $(uname -r), $(nproc) CPUs."
     echo "Backing file systems: \"scratch ext4\" = $main_fs on a loop device (sparse file under"\

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Seed 001's experiment through a real f2fuse mount (driven by bench/writeback/run.sh).
+"""The dirty_background_time patch's experiment through a real f2fuse mount (driven by
+bench/writeback/run.sh).
 
 For every record size, interleaved: a fresh image, mounted with the device limited to
 WB_BENCH_DEV_BW (25 MiB/s), then wb_producer writes WB_BENCH_MIB (100) MiB at WB_BENCH_RATE
 (12.5 MB/s, ~100 Mbit/s) and fsyncs — once with dirty_background_time=0 and once with it
 tuned (WB_BENCH_TUNED ms).  Both runs share every other option: a cache and dirty limits
-large enough that the byte thresholds never start writeback during the transfer (the seed's
+large enough that the byte thresholds never start writeback during the transfer (the patch's
 server: plenty of memory), and checkpoint_interval=60 so the periodic checkpoint (f2fuse's
 analogue of the kernel's 30 s expiry) stays out of a ~10 s run.  `f2fuse stat` is sampled
 every 100 ms: dirty bytes and the data written back, for the plot.
@@ -158,7 +159,7 @@ def main():
         b, t = statistics.median(thr[0]), statistics.median(thr[TUNED])
         rows.append((rec, b, t, t / b, t / ideal, extra[0]["fsck_ok"] and extra[TUNED]["fsck_ok"]))
     mb, mt = statistics.median(r[1] for r in rows), statistics.median(r[2] for r in rows)
-    lines = ["# bench/writeback (seed 001: dirty_background_time)", "",
+    lines = ["# bench/writeback (bandwidth × time: dirty_background_time)", "",
              "%d MiB written at %.1f MB/s in records, then fsync; device limited to %s/s; "
              "T_net %.2f s, T_disk %.2f s, ideal %.2f MB/s. Options: `%s`. %s writes, %d rep(s) "
              "per cell (median), baseline and tuned interleaved. Machine shared with other jobs."

@@ -1,9 +1,9 @@
-/* Seed 001's producer: writes TOTAL bytes to FILE in records of RECORD bytes as if they
- * arrived over a link of RATE bytes/s (record i is written once it has fully arrived, at
- * (i + 1) × RECORD / RATE after the start, as an NFS server writes a WRITE once received),
- * then fsyncs.  The file is created and fsync'ed before the clock starts, so the final
- * fsync is the file's own (NFS's COMMIT).  With "random", records go to a shuffled order of
- * offsets.  Prints one line: key=value pairs (seconds, bytes/s). */
+/* The dirty_background_time patch's producer: writes TOTAL bytes to FILE in records of RECORD
+ * bytes as if they arrived over a link of RATE bytes/s (record i is written once it has fully
+ * arrived, at (i + 1) × RECORD / RATE after the start, as an NFS server writes a WRITE once
+ * received), then fsyncs.  The file is created and fsync'ed before the clock starts, so the
+ * final fsync is the file's own (NFS's COMMIT).  With "random", records go to a shuffled order
+ * of offsets.  Prints one line: key=value pairs (seconds, bytes/s). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>

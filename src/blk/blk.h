@@ -1,7 +1,7 @@
 /* Block layer: the "disk" under the file system is an image file or a block device.
  *
  * Backends sit behind struct blk_backend_ops:
- *   uring  io_uring + O_DIRECT (default; seed 002: no double caching, less CPU)
+ *   uring  io_uring + O_DIRECT (default; direct async I/O: no double caching, less CPU)
  *   psync  buffered pread/pwrite (the baseline, and the fallback where O_DIRECT is refused)
  *
  * Requests are asynchronous (blk_submit + a completion callback, called from the backend's

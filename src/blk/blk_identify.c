@@ -91,6 +91,7 @@ static bool blkid_names(struct blk_dev *dev, char *type, size_t len, bool *is_ta
                 found = true;
             }
             if (found)
+                /* cppcheck-suppress nullPointerRedundantCheck ; found implies v != NULL */
                 snprintf(type, len, "%s", v);
         }
     }

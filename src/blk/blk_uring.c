@@ -1,5 +1,6 @@
-/* io_uring backend on an O_DIRECT descriptor (seed 002: the image's data is cached once,
- * by f2fuse, not again in the host page cache, and async submission saves CPU).
+/* io_uring backend on an O_DIRECT descriptor: direct asynchronous I/O, as the loop driver's
+ * direct I/O via kernel AIO (the image's data is cached once, by f2fuse, not again in the
+ * host page cache, and async submission saves CPU).
  *
  * Threads: any thread may submit; SQE preparation and io_uring_submit run under st->lock.
  * One completion thread (the "reaper") owns the CQ side: it reaps CQEs, reissues short or

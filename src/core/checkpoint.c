@@ -254,8 +254,9 @@ struct orphan_block {
 } __attribute__((packed));
 static_assert(sizeof(struct orphan_block) == F2FS_BLKSIZE, "orphan block");
 
-/* Checkpoint I/O carries fs->io_prio: high for the merging daemon (seed 000: ahead of
- * background work), the requester's own class when each requester checkpoints itself. */
+/* Checkpoint I/O carries fs->io_prio: high for the merging daemon (merged checkpoints go
+ * ahead of background work), the requester's own class when each requester checkpoints
+ * itself. */
 static int cp_write(struct f2fuse *fs, uint64_t off, const void *buf, size_t len)
 {
     struct blk_req req = {.op = BLK_WRITE, .prio = fs->io_prio, .off = off, .len = len,

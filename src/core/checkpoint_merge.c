@@ -1,10 +1,11 @@
 /* One path for every checkpoint request (fsync, sync, the interval timer, memory and space
- * pressure), and the seed-000 mechanism on it: with checkpoint_merge, a daemon thread takes
- * every request pending when it starts and serves them all with one checkpoint; a request
- * that arrives during a checkpoint waits for the next one, and the daemon's checkpoint I/O
- * is high priority.  Without it, each requester checkpoints in its own thread with its own
- * I/O priority (the baseline: a low-priority requester holds cp_lock through a slow
- * checkpoint while everyone else waits).
+ * pressure), and merged checkpoints with prioritised I/O on it (f2fs's checkpoint=merge):
+ * with checkpoint_merge, a daemon thread takes every request pending when it starts and
+ * serves them all with one checkpoint; a request that arrives during a checkpoint waits for
+ * the next one, and the daemon's checkpoint I/O is high priority.  Without it, each
+ * requester checkpoints in its own thread with its own I/O priority (the baseline: a
+ * low-priority requester holds cp_lock through a slow checkpoint while everyone else
+ * waits).
  *
  * Batching (checkpoint_batch_us): two callers that fsync in turn would otherwise alternate -
  * each request arrives while the other's checkpoint runs and gets the next one to itself.

@@ -1,5 +1,6 @@
-/* Discard (seed 003): telling the device which main-area blocks hold nothing — holes punched
- * into an image file, BLKDISCARD on a block device (the block layer picks).
+/* Discard (merged, parallel discard and a fast FITRIM, as ext4's): telling the device which
+ * main-area blocks hold nothing — holes punched into an image file, BLKDISCARD on a block
+ * device (the block layer picks).
  *
  * Where the work comes from:
  *   online (-o discard)  each checkpoint, once its pack is durable, queues the blocks it

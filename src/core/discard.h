@@ -1,6 +1,7 @@
-/* Discard (discard.c, seed 003): tells the device which main-area blocks hold nothing, so an
- * image file gets holes punched (it shrinks on the host) and an SSD learns what it may
- * erase.  Online after each checkpoint (-o discard) and on demand (FITRIM, f2fuse_trim).
+/* Discard (discard.c; merged, parallel discard and a fast FITRIM, as ext4's): tells the
+ * device which main-area blocks hold nothing, so an image file gets holes punched (it
+ * shrinks on the host) and an SSD learns what it may erase.  Online after each checkpoint
+ * (-o discard) and on demand (FITRIM, f2fuse_trim).
  *
  * The checkpoint side calls discard_checkpoint once the new pack is durable; the segment
  * manager calls discard_block_allocated for every block it hands out again. */

@@ -177,6 +177,7 @@ static uint64_t move_cost(const struct seg_gc_victim *v, const struct f2fs_summa
     for (unsigned off = 0; off < BLKS; off++)
         if (v->map[off >> 3] & (0x80u >> (off & 7)))
             nids[n++] = le32(ssa->entries[off].nid);
+    /* cppcheck-suppress uninitvar ; qsort reads only the n entries the loop set */
     qsort(nids, n, sizeof(nids[0]), nid_order);
     unsigned distinct = 0;
     for (unsigned i = 0; i < n; i++)

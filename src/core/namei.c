@@ -201,6 +201,7 @@ uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
                 list = grown;
                 cap *= 2;
             }
+            /* cppcheck-suppress nullPointerRedundantCheck ; the loop stops once list is NULL */
             list[n++] = r->ino;
         }
     }
@@ -460,6 +461,7 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
         err = inode_get(fs, ino, &ipage, &ii);
     if (!err && S_ISDIR(ii.mode))
         err = -EPERM;
+    /* cppcheck-suppress uninitvar ; !err means inode_get ran and filled ii */
     if (!err && ii.links == 0)
         err = -ENOENT;
     if (!err)

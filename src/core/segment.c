@@ -372,7 +372,7 @@ static int io_blocks(struct seg_manager *sm, enum blk_op op, const uint32_t *add
             memset(&reqs[i], 0, sizeof(reqs[i]));
             reqs[i].op = op;
             /* SIT writes belong to the checkpoint: its priority (the requester's without
-             * checkpoint_merge, seed 000's baseline) */
+             * checkpoint_merge: the baseline merged checkpoints are compared with) */
             reqs[i].prio = op == BLK_WRITE ? sm->fs->io_prio : BLK_PRIO_HIGH;
             reqs[i].off = (uint64_t)addrs[done + i] * F2FS_BLKSIZE;
             reqs[i].len = F2FS_BLKSIZE;

@@ -1,4 +1,5 @@
-/* Writeback control (seed 001): the flusher thread, writer throttling, the tunables.
+/* Writeback control (bandwidth × time background writeback, the kernel's
+ * dirty_background_time): the flusher thread, writer throttling, the tunables.
  *
  * The flusher writes file data back outside checkpoints.  That keeps the crash model of
  * f2fs intact: a block written here is referenced only by in-memory node pages until a
@@ -17,8 +18,8 @@
  *   commit flush, so the blocks are on the device before the pack that references them,
  *   and its own node, NAT and SIT writes overlap the chunk.  (Holding cp_lock through the
  *   I/O, as before, made every checkpoint wait for the chunk first — and kept the
- *   background writes off the device while one ran, which hid seed 000's priority
- *   inversion: a low-priority checkpoint could never be stuck behind them.)
+ *   background writes off the device while one ran, which hid the priority inversion
+ *   merged checkpoints fix: a low-priority checkpoint could never be stuck behind them.)
  * The pages stay referenced through the I/O, so a reader finds them in the cache and never
  * reads a block still being written; fsync of that inode waits for the chunk
  * (writeback_wait_inode) so that its flush covers it. */

@@ -1,8 +1,9 @@
-/* Writeback control (writeback.c, seed 001): a flusher thread writes dirty file data back
- * between checkpoints — when dirty data passes dirty_background_{bytes,ratio}, when it
- * passes the device's estimated bandwidth × dirty_background_time, when it is older than
- * dirty_expire_ms, or when writers wait at the hard limit — and writers are throttled
- * smoothly below dirty_{bytes,ratio}.  The decisions themselves are in writeback_ctl.c. */
+/* Writeback control (writeback.c; bandwidth × time background writeback, the kernel's
+ * dirty_background_time): a flusher thread writes dirty file data back between checkpoints
+ * — when dirty data passes dirty_background_{bytes,ratio}, when it passes the device's
+ * estimated bandwidth × dirty_background_time, when it is older than dirty_expire_ms, or
+ * when writers wait at the hard limit — and writers are throttled smoothly below
+ * dirty_{bytes,ratio}.  The decisions themselves are in writeback_ctl.c. */
 #ifndef F2FUSE_CORE_WRITEBACK_H
 #define F2FUSE_CORE_WRITEBACK_H
 

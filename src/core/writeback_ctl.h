@@ -1,7 +1,8 @@
-/* Writeback control, the pure part (seed 001): dirty thresholds, the decision to start
- * background writeback, writer throttling and the write bandwidth estimate.  Nothing here
- * reads a clock or takes a lock — every function gets the time and counts it needs — so the
- * unit tests drive it with a fake clock.  writeback.c runs it against the mount. */
+/* Writeback control, the pure part (bandwidth × time, dirty_background_time): dirty
+ * thresholds, the decision to start background writeback, writer throttling and the write
+ * bandwidth estimate.  Nothing here reads a clock or takes a lock — every function gets the
+ * time and counts it needs — so the unit tests drive it with a fake clock.  writeback.c
+ * runs it against the mount. */
 #ifndef F2FUSE_CORE_WRITEBACK_CTL_H
 #define F2FUSE_CORE_WRITEBACK_CTL_H
 
@@ -77,8 +78,8 @@ void wb_bw_account(struct wb_bw_est *e, uint64_t bytes, uint64_t busy_ns);
 /* Pages the flusher writes in one go: ~25 ms of device time at the estimate, between 64
  * and 1024 pages (256 KiB .. 4 MiB).  A checkpoint waits for the chunk in flight before its
  * commit, whatever its priority, so this bounds how long background writeback can hold up
- * a high-priority checkpoint (100 ms chunks made seed 000's p99 ~90 ms on a 50 MB/s
- * device); the flusher goes on with the next chunk at once while data is due. */
+ * a high-priority checkpoint (100 ms chunks made the merged checkpoints' p99 ~90 ms on a
+ * 50 MB/s device); the flusher goes on with the next chunk at once while data is due. */
 unsigned wb_chunk_pages(uint64_t bw);
 
 #endif
