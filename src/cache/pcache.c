@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "util/clock.h"
+#include "util/log.h"
 
 #define PAGE_BYTES 4096u
 #define MIN_PAGES 64u
@@ -37,6 +38,7 @@ struct pcache {
     uint64_t max_pages;
     uint64_t pages;
     atomic_uint_fast64_t hits, misses, evictions, load_errors;
+    atomic_uint_fast64_t bad_puts; /* puts of a page nobody held: a caller's bug, refused */
     /* pcache_inject_enomem (under lock) */
     uint64_t enomem_countdown, enomem_fired, allocations;
     bool enomem_sticky, enomem_dead;
@@ -424,6 +426,12 @@ void pcache_put(struct pcache *c, struct page *p)
     if (!p)
         return;
     pthread_mutex_lock(&c->lock);
+    if (p->refs == 0) { /* a wrapped count would keep the page off the LRU for good */
+        pthread_mutex_unlock(&c->lock);
+        atomic_fetch_add(&c->bad_puts, 1);
+        log_err("page cache: a page was released more often than taken");
+        return;
+    }
     struct page *gone = put_locked(c, p);
     pthread_mutex_unlock(&c->lock);
     if (gone)
@@ -647,6 +655,7 @@ void pcache_emit_stats(struct pcache *c, stat_emit_fn emit, void *sink)
     emit(sink, "cache.hits", atomic_load(&c->hits));
     emit(sink, "cache.misses", atomic_load(&c->misses));
     emit(sink, "cache.evictions", atomic_load(&c->evictions));
+    emit(sink, "cache.bad_puts", atomic_load(&c->bad_puts));
     emit(sink, "cache.load_errors", atomic_load(&c->load_errors));
     emit(sink, "cache.enomem_injected", enomem);
     emit(sink, "cache.allocations", allocs); /* pages created: what fault=alloc:N counts */

@@ -163,8 +163,8 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
     return index + (range[level] - pos % range[level]);
 }
 
-#define READ_CHUNK_BLOCKS 256
-#define CACHED_ADDR NEW_ADDR /* in data_read's map: served from the page cache */ /* map and submit at most 1 MiB at a time */
+#define READ_CHUNK_BLOCKS 256  /* map and submit at most 1 MiB at a time */
+#define CACHED_ADDR NEW_ADDR   /* in data_read's map: served from the page cache */
 
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off)

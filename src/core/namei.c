@@ -340,6 +340,7 @@ static int get_dir(struct f2fuse *fs, uint32_t ino, struct page **page, struct i
         return err;
     if (!S_ISDIR(ii->mode)) {
         pcache_put(fs->cache, *page);
+        *page = NULL; /* the callers put what they hold on every path */
         return -ENOTDIR;
     }
     return 0;

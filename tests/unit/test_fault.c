@@ -119,6 +119,37 @@ static void short_write_keeps_its_size(void)
     f2fuse_close(fs);
 }
 
+static void count_bad_puts(void *arg, const char *name, uint64_t value)
+{
+    if (strcmp(name, "cache.bad_puts") == 0)
+        *(uint64_t *)arg = value;
+}
+
+/* A library caller that names a regular file as the parent gets ENOTDIR from every
+ * namespace operation, and the file's inode page is released once, not twice (get_dir
+ * released it and left the caller's pointer set). */
+static void non_directory_parent(void)
+{
+    fresh_image();
+    struct f2fuse *fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    struct f2fuse_attr a, b;
+    CHECK_EQ(f2fuse_mknod(fs, f2fuse_root_ino(fs), "f", 1, 0100644, 0, 0, 0, &a), 0);
+    CHECK_EQ(f2fuse_mknod(fs, a.ino, "g", 1, 0100644, 0, 0, 0, &b), -ENOTDIR);
+    CHECK_EQ(f2fuse_mkdir(fs, a.ino, "d", 1, 0755, 0, 0, &b), -ENOTDIR);
+    CHECK_EQ(f2fuse_unlink(fs, a.ino, "g", 1), -ENOTDIR);
+    CHECK_EQ(f2fuse_rmdir(fs, a.ino, "d", 1), -ENOTDIR);
+    CHECK_EQ(f2fuse_rename(fs, a.ino, "g", 1, f2fuse_root_ino(fs), "h", 1, 0), -ENOTDIR);
+    CHECK_EQ(f2fuse_rename(fs, f2fuse_root_ino(fs), "f", 1, a.ino, "h", 1, 0), -ENOTDIR);
+    uint64_t bad = 0;
+    f2fuse_stats(fs, count_bad_puts, &bad);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(f2fuse_getattr(fs, a.ino, &b), 0); /* the page is still good */
+    f2fuse_close(fs);
+}
+
 /* A read error on a checkpoint pack refuses the mount: the other pack may be older. */
 static void unreadable_checkpoint_refuses_mount(void)
 {
@@ -210,6 +241,7 @@ int main(void)
     RUN(unreadable_checkpoint_refuses_mount);
     RUN(failed_operation_turns_read_only);
     RUN(failed_checkpoint_keeps_previous);
+    RUN(non_directory_parent);
     unlink(img);
     return CHECK_DONE();
 }
