@@ -20,6 +20,10 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st)
     st->f_bsize = st->f_frsize = F2FS_BLKSIZE;
     st->f_blocks = user;
     st->f_bfree = st->f_bavail = user - valid;
+    if (fs->seg) /* what data may still take: the metadata reserve is not for it */
+        st->f_bavail = st->f_bfree > space_metadata_reserve(fs)
+                           ? st->f_bfree - space_metadata_reserve(fs)
+                           : 0;
     st->f_files = nodes;
     uint64_t free_nodes = nodes - (fs->nat ? nat_valid_nodes(fs->nat) : le32(cp->valid_node_count));
     st->f_ffree = st->f_favail = free_nodes < st->f_bavail ? free_nodes : st->f_bavail;

@@ -58,10 +58,13 @@ static int path_of(uint32_t addrs_per_inode, uint64_t index, struct node_path *p
 }
 
 /* Checks a data pointer read from disk; holes and reserved blocks read as NULL_ADDR. */
-static int check_addr(struct f2fuse *fs, uint32_t ino, uint64_t index, uint32_t *addr)
+/* keep_new: a reserved block stays NEW_ADDR (for counting); else it reads as a hole. */
+static int check_addr(struct f2fuse *fs, uint32_t ino, uint64_t index, uint32_t *addr,
+                      bool keep_new)
 {
     if (*addr == NULL_ADDR || *addr == NEW_ADDR) {
-        *addr = NULL_ADDR;
+        if (!keep_new)
+            *addr = NULL_ADDR;
         return 0;
     }
     if (*addr == COMPRESS_ADDR)
@@ -72,8 +75,8 @@ static int check_addr(struct f2fuse *fs, uint32_t ino, uint64_t index, uint32_t 
     return 0;
 }
 
-int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
-             uint64_t index, uint32_t count, uint32_t *addrs)
+static int map_blocks(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
+                      uint64_t index, uint32_t count, uint32_t *addrs, bool keep_new)
 {
     struct page *dnode = NULL;
     uint32_t dnode_nid = 0;
@@ -121,7 +124,7 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
             }
             addrs[i] = le32(page_node(dnode)->addr[p.offsets[p.depth]]);
         }
-        err = check_addr(fs, ii->ino, index + i, &addrs[i]);
+        err = check_addr(fs, ii->ino, index + i, &addrs[i], keep_new);
     }
     pcache_put(fs->cache, dnode);
     if (through_ext)
@@ -129,6 +132,28 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
     if (count > through_ext)
         atomic_fetch_add(&fs->extent_misses, count - through_ext);
     return err;
+}
+
+int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
+             uint64_t index, uint32_t count, uint32_t *addrs)
+{
+    return map_blocks(fs, ii, ri, index, count, addrs, false);
+}
+
+int data_count_holes(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
+                     uint64_t index, uint64_t count, uint64_t *holes)
+{
+    uint32_t addrs[256];
+    *holes = 0;
+    for (uint64_t i = 0; i < count; i += 256) {
+        uint32_t n = count - i < 256 ? (uint32_t)(count - i) : 256;
+        int err = map_blocks(fs, ii, ri, index + i, n, addrs, true);
+        if (err)
+            return err;
+        for (uint32_t j = 0; j < n; j++)
+            *holes += addrs[j] == NULL_ADDR;
+    }
+    return 0;
 }
 
 /* index is a hole; returns the next index that may be mapped, skipping whole node ranges

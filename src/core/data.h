@@ -18,6 +18,9 @@ struct f2fs_inode;
 /* Maps count file blocks from index; addrs[i] gets a block address, NULL_ADDR for holes. */
 int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
              uint64_t index, uint32_t count, uint32_t *addrs);
+/* The holes among count file blocks from index (reserved NEW_ADDR blocks are none). */
+int data_count_holes(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
+                     uint64_t index, uint64_t count, uint64_t *holes);
 /* For a hole at index: the next index that may hold data (skips absent node ranges). */
 uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uint64_t index);
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,

@@ -40,11 +40,49 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
     return err;
 }
 
-/* Blocks a write of size bytes may need: its data plus the nodes that map it. */
-static uint64_t blocks_for(uint64_t size)
+/* Blocks of a range whose holes are scanned; a larger one counts as all holes. */
+#define HOLE_SCAN_MAX (1u << 20)
+
+/* What writing or reserving count file blocks from first takes from the user-visible space:
+ * its holes (reserved and written blocks take none), and the nodes that may map them. */
+static uint64_t new_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                           uint64_t first, uint64_t count)
 {
-    uint64_t data = size / F2FS_BLKSIZE + 2;
-    return data + data / ADDRS_PER_BLOCK + 3;
+    uint64_t holes = count;
+    if (!(ii->inline_flags & F2FS_INLINE_DATA) && count <= HOLE_SCAN_MAX &&
+        data_count_holes(fs, ii, &page_node(ipage)->i, first, count, &holes) != 0)
+        holes = count; /* the operation meets the error itself */
+    return holes ? holes + holes / ADDRS_PER_BLOCK + 3 : 0;
+}
+
+/* new_blocks before the change, read under the inode's read lock: what to claim before the
+ * stripe is taken for writing (claiming may have to wait for a checkpoint or GC). */
+static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint64_t count)
+{
+    op_read_begin(fs, ino);
+    struct page *ipage;
+    struct inode_info ii;
+    uint64_t n = count + count / ADDRS_PER_BLOCK + 3;
+    if (inode_get(fs, ino, &ipage, &ii) == 0) {
+        n = new_blocks(fs, &ii, ipage, first, count);
+        pcache_put(fs->cache, ipage);
+    }
+    op_read_end(fs, ino);
+    return n;
+}
+
+/* Under the stripe: a change that meets more holes than were claimed (a punch came in
+ * between) claims the rest now, or gets ENOSPC. */
+static int claim_rest(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                      uint64_t first, uint64_t count, uint64_t *claimed)
+{
+    uint64_t need = new_blocks(fs, ii, ipage, first, count);
+    if (need <= *claimed)
+        return 0;
+    int err = space_claim_more(fs, need - *claimed);
+    if (!err)
+        *claimed = need;
+    return err;
 }
 
 /* A change by a caller without CAP_FSETID (the VFS's should_remove_suid): set-user-ID
@@ -82,9 +120,12 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     if (err)
         return err;
     writeback_throttle_before(fs, size); /* writeback.c: the hard dirty limit */
-    /* Claimed until data_write has reserved the new blocks in segment.c's count. */
-    uint64_t claim = blocks_for(size);
-    err = space_claim(fs, claim);
+    /* The holes written are claimed until data_write has reserved them in segment.c's
+     * count; every block written needs room in the free segments. */
+    uint64_t first = off / F2FS_BLKSIZE;
+    uint64_t span = size ? (off + size - 1) / F2FS_BLKSIZE - first + 1 : 0;
+    uint64_t claim = claim_for(fs, ino, first, span);
+    err = space_claim(fs, claim, span);
     if (err)
         return err;
     file_begin(fs, ino);
@@ -97,6 +138,8 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
         else
+            ret = claim_rest(fs, &ii, ipage, first, span, &claim);
+        if (ret == 0)
             ret = remove_privs(fs, &ii, ipage, flags & F2FUSE_WRITE_KILL_SUIDGID, mode_changed);
         if (ret == 0)
             ret = data_write(fs, &ii, ipage, buf, size, off);
@@ -221,17 +264,24 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         return -EOPNOTSUPP;
     if (len == 0 || off + len < off)
         return -EINVAL;
-    /* What fallocate reserves is claimed until segment.c counts it: a concurrent claim
-     * sees it either way. */
-    uint64_t claim = punch ? 0 : blocks_for(len);
-    err = punch ? 0 : space_claim(fs, claim);
+    /* The holes fallocate reserves are claimed until segment.c counts them: a concurrent
+     * claim sees them either way.  Only the nodes need free segments now. */
+    uint64_t first = off / F2FS_BLKSIZE, count = (off + len - 1) / F2FS_BLKSIZE - first + 1;
+    uint64_t claim = punch ? 0 : claim_for(fs, ino, first, count);
+    err = punch ? 0 : space_claim(fs, claim, claim / ADDRS_PER_BLOCK + 3);
     if (err)
         return err;
     struct page *ipage;
     struct inode_info ii;
     err = file_begin_get(fs, ino, &ipage, &ii);
-    if (err)
+    if (err) {
+        space_settle(fs, claim);
         return err;
+    }
+    if (!punch && S_ISREG(ii.mode) && off + len <= data_max_size(&ii))
+        err = claim_rest(fs, &ii, ipage, first, count, &claim);
+    if (err)
+        goto put;
     if (!S_ISREG(ii.mode)) {
         err = S_ISDIR(ii.mode) ? -EISDIR : -ENODEV;
         goto put;
@@ -259,7 +309,7 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
                                  end - end_whole * F2FS_BLKSIZE);
         }
     } else {
-        uint64_t first = off / F2FS_BLKSIZE, last = (end - 1) / F2FS_BLKSIZE;
+        uint64_t last = (end - 1) / F2FS_BLKSIZE;
         if (ii.inline_flags & F2FS_INLINE_DATA)
             err = data_convert_inline(fs, &ii, ipage);
         if (!err)

@@ -174,9 +174,36 @@ int space_reserve_to_free(struct f2fuse *fs, uint64_t blocks)
     return reserve(fs, blocks, ROOM_TO_FREE);
 }
 
-int space_claim(struct f2fuse *fs, uint64_t blocks)
+/* Blocks of the user-visible space that data (writes into holes, fallocate) leaves to
+ * metadata: the node and dentry blocks of an fsync, a rename, a create or an xattr on a
+ * file system full of data, as the kernel's reserved blocks are (0.2 %, 32 to 2048). */
+uint64_t space_metadata_reserve(struct f2fuse *fs)
 {
-    uint64_t user = le64(fs->cp->user_block_count);
+    uint64_t r = le64(fs->cp->user_block_count) / 512;
+    return r < 32 ? 32 : r > 2048 ? 2048 : r;
+}
+
+/* The most that data may use. */
+static uint64_t data_limit(struct f2fuse *fs)
+{
+    uint64_t user = le64(fs->cp->user_block_count), r = space_metadata_reserve(fs);
+    return user > r ? user - r : 0;
+}
+
+int space_claim_more(struct f2fuse *fs, uint64_t blocks)
+{
+    uint64_t user = data_limit(fs);
+    pthread_mutex_lock(&fs->space.lock);
+    bool fits = space_used_blocks(fs) + fs->space.claimed + blocks <= user;
+    if (fits)
+        fs->space.claimed += blocks;
+    pthread_mutex_unlock(&fs->space.lock);
+    return fits ? 0 : -ENOSPC;
+}
+
+int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written)
+{
+    uint64_t user = data_limit(fs);
     /* Check and claim in one step under space.lock: what is used grows only by blocks
      * claimed first (or by metadata), so a claim that fits here is not handed out again. */
     struct timespec until = clock_deadline(CLOCK_MONOTONIC, FREE_WAIT_NS);
@@ -191,7 +218,7 @@ int space_claim(struct f2fuse *fs, uint64_t blocks)
     pthread_mutex_unlock(&fs->space.lock);
     if (!fits)
         return -ENOSPC;
-    int err = reserve(fs, blocks, ROOM_CLAIMED);
+    int err = reserve(fs, written, ROOM_CLAIMED);
     if (err)
         space_settle(fs, blocks);
     return err;

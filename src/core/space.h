@@ -13,11 +13,16 @@ struct f2fuse;
 int space_reserve(struct f2fuse *fs, uint64_t blocks);
 
 /* As space_reserve for data blocks an operation will reserve in the file (fallocate,
- * write): the blocks are also claimed, so that a concurrent operation's check counts them
+ * write; written: the blocks that will need free segments): the blocks are also claimed, so that a concurrent operation's check counts them
  * until the operation ends with space_settle (its reserved blocks then count as used).
  * Check and claim are one step: two operations can never be promised the same block. */
-int space_claim(struct f2fuse *fs, uint64_t blocks);
+int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written);
+/* More blocks for a claim, by an operation that holds locks: no waiting, no GC. */
+int space_claim_more(struct f2fuse *fs, uint64_t blocks);
 void space_settle(struct f2fuse *fs, uint64_t blocks);
+/* Claims stop this many blocks short of the user-visible space: metadata keeps room on a
+ * file system full of data (statfs shows it as free, not as available). */
+uint64_t space_metadata_reserve(struct f2fuse *fs);
 
 /* For operations that free space (truncate, and the node writes that carry it): only the
  * free segments are made sure of; the user-visible space is not asked, so that a full file
