@@ -150,7 +150,11 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st);
  * f2fuse_sync, f2fuse_fsync, every checkpoint_interval seconds, when memory or free space
  * runs short, and at f2fuse_close. */
 
-/* Creates a regular file, device node, fifo or socket (mode's type bits; 0 = regular). */
+/* Creates a regular file, device node, fifo or socket (mode's type bits; 0 = regular).
+ * mknod and mkdir apply POSIX.1e, as the kernel's f2fs: a parent's default ACL masks the mode
+ * and becomes the new inode's access ACL (and a directory's default); without one, the
+ * umask given as mode | F2FUSE_UMASK(umask) masks it (none given: the mode as it is). */
+#define F2FUSE_UMASK(umask) (((uint32_t)(umask) & 0777u) << 16)
 int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen,
                  uint32_t mode, uint64_t rdev, uint32_t uid, uint32_t gid,
                  struct f2fuse_attr *attr);

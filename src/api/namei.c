@@ -24,7 +24,8 @@ int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
 int f2fuse_mkdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
                  uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
 {
-    return fs_op_result(fs, "mkdir", namei_create(fs, parent, name, len, S_IFDIR | (mode & 07777),
+    mode = S_IFDIR | (mode & (07777 | F2FUSE_UMASK(0777)));
+    return fs_op_result(fs, "mkdir", namei_create(fs, parent, name, len, mode,
                                                    0, uid, gid, NULL, out));
 }
 

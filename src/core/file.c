@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/file.h"
+#include "core/acl.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/inode.h"
@@ -193,6 +194,8 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
         err = remove_privs(fs, &ii, ipage, true, NULL);
     if (!err && (sa->valid & F2FUSE_SET_MODE))
         ri->i_mode = htole16((uint16_t)((ii.mode & S_IFMT) | (sa->mode & 07777)));
+    if (!err && (sa->valid & F2FUSE_SET_MODE))
+        err = acl_chmod(fs, &ii, ipage);
     if (!err && (sa->valid & F2FUSE_SET_UID))
         ri->i_uid = htole32(sa->uid);
     if (!err && (sa->valid & F2FUSE_SET_GID))

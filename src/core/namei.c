@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/namei.h"
+#include "core/acl.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dir.h"
@@ -400,6 +401,9 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     ns_begin(fs, &parent, 1);
     struct page *dpage = NULL, *ipage = NULL;
     struct inode_info dir, ii;
+    uint32_t umask = mode >> 16 & 0777; /* F2FUSE_UMASK */
+    struct acl_inherited acls = {0};
+    mode &= 0177777;
     err = get_dir(fs, parent, &dpage, &dir);
     if (!err && dir.links == 0)
         err = -ENOENT; /* a removed directory that is still someone's cwd */
@@ -412,7 +416,11 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
             mode |= S_ISGID;
     }
     if (!err)
+        err = acl_create(fs, &dir, dpage, &mode, umask, &acls);
+    if (!err)
         err = new_inode(fs, &dir, (uint16_t)mode, uid, gid, name, len, &ipage, &ii);
+    if (!err)
+        err = acl_init(fs, &ii, ipage, &acls);
     if (!err && (S_ISCHR(mode) || S_ISBLK(mode)))
         set_rdev(ipage, &ii, rdev);
     if (!err && S_ISDIR(mode))
@@ -441,6 +449,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     pcache_put(fs->cache, ipage);
     pcache_put(fs->cache, dpage);
     ns_end(fs, &parent, 1);
+    acl_inherited_free(&acls);
     return err;
 }
 

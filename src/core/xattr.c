@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/xattr.h"
+#include "core/acl.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/fsync.h"
@@ -17,10 +18,6 @@
 #include "core/space.h"
 
 #define XATTR_ALIGN(n) (((n) + 3u) & ~3u)
-#define ACL_XATTR_VERSION 2u
-#define ACL_UNDEFINED_ID 0xFFFFFFFFu
-enum { ACL_USER_OBJ = 0x01, ACL_USER = 0x02, ACL_GROUP_OBJ = 0x04, ACL_GROUP = 0x08,
-       ACL_MASK = 0x10, ACL_OTHER = 0x20 };
 
 struct xattr_prefix {
     uint8_t index;

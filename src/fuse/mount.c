@@ -184,6 +184,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
     else
         conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+    /* The kernel checks ACLs; creation gets the mode unmasked and the umask apart, as
+     * POSIX.1e needs (a default ACL replaces the umask): the library applies either. */
+    if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+        conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 }
 
 /* The entry the kernel gets for a (its timeouts are the caller's). */
@@ -553,8 +557,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct daemon *d = daemon_of(req);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct f2fuse_attr a;
-    int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name), mode, rdev, ctx->uid,
-                           ctx->gid, &a);
+    int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name),
+                           mode | F2FUSE_UMASK(ctx->umask), rdev, ctx->uid, ctx->gid, &a);
     reply_new_entry(req, d, OP_MKNOD, err, &a);
 }
 
@@ -564,8 +568,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct daemon *d = daemon_of(req);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct f2fuse_attr a;
-    int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name), S_IFREG | (mode & 07777),
-                           0, ctx->uid, ctx->gid, &a);
+    int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name),
+                           S_IFREG | (mode & 07777) | F2FUSE_UMASK(ctx->umask), 0, ctx->uid,
+                           ctx->gid, &a);
     if (!err) {
         err = f2fuse_open_inode(d->fs, a.ino);
         fi->fh = !err;
@@ -589,8 +594,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct daemon *d = daemon_of(req);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct f2fuse_attr a;
-    int err = f2fuse_mkdir(d->fs, to_f2fs(d, parent), name, strlen(name), mode, ctx->uid,
-                           ctx->gid, &a);
+    int err = f2fuse_mkdir(d->fs, to_f2fs(d, parent), name, strlen(name),
+                           mode | F2FUSE_UMASK(ctx->umask), ctx->uid, ctx->gid, &a);
     reply_new_entry(req, d, OP_MKDIR, err, &a);
 }
 
