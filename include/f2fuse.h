@@ -23,18 +23,18 @@ extern "C" {
 struct f2fuse;
 
 struct f2fuse_options {
-    const char *backend;   /* block backend: "uring" (default) or "psync" */
-    unsigned queue_depth;  /* io_uring queue depth (default 64) */
-    uint64_t cache_size;   /* page cache budget in bytes (default 64 MiB) */
-    bool read_only;        /* open without writing anything (default) */
+    const char *backend;          /* block backend: "uring" (default) or "psync" */
+    unsigned queue_depth;         /* io_uring queue depth (default 64) */
+    uint64_t cache_size;          /* page cache budget in bytes (default 64 MiB) */
+    bool read_only;               /* open without writing anything (default) */
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
     /* With checkpoint_merge: before a checkpoint, wait at most this long (and no longer than
      * an average checkpoint takes) for requesters seen recently that have not asked yet, so
      * that alternating requesters share checkpoints (jbd2's batching); 0 = never wait. */
     unsigned checkpoint_batch_us;
-    bool fsync_fast;       /* fsync writes the file and its nodes, not a checkpoint, when it can */
-    bool flush_merge;      /* concurrent fast fsyncs share device flushes (default on) */
+    bool fsync_fast;  /* fsync writes the file and its nodes, not a checkpoint, when it can */
+    bool flush_merge; /* concurrent fast fsyncs share device flushes (default on) */
     /* Reads map blocks inside an inode's largest extent (i_ext) without the node, as the
      * kernel's read extent cache (default on; the extent is kept true either way). */
     bool extent_cache;
@@ -53,7 +53,8 @@ struct f2fuse_options {
     unsigned discard_mode; /* F2FUSE_DISCARD_* (default parallel; the others are baselines) */
     uint64_t discard_max;  /* largest single discard request in bytes (default 64 MiB) */
     unsigned discard_qd;   /* discard requests in flight in parallel mode (default 32) */
-    unsigned discard_idle_ms; /* online discard waits for this long without writes (100; 0: at once) */
+    unsigned
+        discard_idle_ms; /* online discard waits for this long without writes (100; 0: at once) */
     /* writeback control (bandwidth × time, dirty_background_time; all changeable on a
      * running mount, see f2fuse_tune).  Dirty means file data written and not yet on the
      * device; ratios are % of cache_size, the most dirty data could ever take. */
@@ -78,8 +79,8 @@ struct f2fuse_options {
     char partition[80]; /* "" = none */
 };
 
-#define F2FUSE_DISCARD_BLOCK 0u    /* one request per block, one at a time */
-#define F2FUSE_DISCARD_SERIAL 1u   /* merged ranges, one at a time */
+#define F2FUSE_DISCARD_BLOCK    0u /* one request per block, one at a time */
+#define F2FUSE_DISCARD_SERIAL   1u /* merged ranges, one at a time */
 #define F2FUSE_DISCARD_PARALLEL 2u /* merged ranges, discard_qd at a time */
 
 void f2fuse_options_init(struct f2fuse_options *opts);
@@ -97,7 +98,7 @@ const char *f2fuse_option_names(void);
 /* Describes every option (the test ones too): F2FUSE_OPTIONS_LIST as f2fuse_option_names,
  * _LINES one option per entry with its help, default, range and whether f2fuse_tune may
  * change it, _TROFF the same as man(7) paragraphs (the man page's option summary). */
-#define F2FUSE_OPTIONS_LIST 0u
+#define F2FUSE_OPTIONS_LIST  0u
 #define F2FUSE_OPTIONS_LINES 1u
 #define F2FUSE_OPTIONS_TROFF 2u
 void f2fuse_options_print(FILE *out, unsigned style);
@@ -109,14 +110,14 @@ uint32_t f2fuse_root_ino(const struct f2fuse *fs);
 
 struct f2fuse_attr {
     uint32_t ino;
-    uint32_t mode;     /* type and permission bits, as st_mode */
+    uint32_t mode; /* type and permission bits, as st_mode */
     uint32_t nlink;
     uint32_t uid, gid;
     uint64_t size;
-    uint64_t blocks;   /* 512-byte units, as st_blocks */
+    uint64_t blocks; /* 512-byte units, as st_blocks */
     uint64_t rdev;
     uint32_t generation;
-    uint32_t flags;    /* FS_*_FL inode flags */
+    uint32_t flags; /* FS_*_FL inode flags */
     struct timespec atime, mtime, ctime, crtime;
 };
 
@@ -154,7 +155,7 @@ int f2fuse_statfs(struct f2fuse *fs, struct statvfs *st);
  * mknod and mkdir apply POSIX.1e, as the kernel's f2fs: a parent's default ACL masks the mode
  * and becomes the new inode's access ACL (and a directory's default); without one, the
  * umask given as mode | F2FUSE_UMASK(umask) masks it (none given: the mode as it is). */
-#define F2FUSE_UMASK(umask) (((uint32_t)(umask) & 0777u) << 16)
+#define F2FUSE_UMASK(umask) (((uint32_t)(umask)&0777u) << 16)
 int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen,
                  uint32_t mode, uint64_t rdev, uint32_t uid, uint32_t gid,
                  struct f2fuse_attr *attr);
@@ -162,13 +163,13 @@ int f2fuse_mkdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t na
                  uint32_t mode, uint32_t uid, uint32_t gid, struct f2fuse_attr *attr);
 int f2fuse_symlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen,
                    const char *target, uint32_t uid, uint32_t gid, struct f2fuse_attr *attr);
-int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name,
-                size_t namelen, struct f2fuse_attr *attr);
+int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t namelen,
+                struct f2fuse_attr *attr);
 int f2fuse_unlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen);
 int f2fuse_rmdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t namelen);
 
 #define F2FUSE_RENAME_NOREPLACE 1u /* as RENAME_NOREPLACE */
-#define F2FUSE_RENAME_EXCHANGE 2u  /* as RENAME_EXCHANGE */
+#define F2FUSE_RENAME_EXCHANGE  2u /* as RENAME_EXCHANGE */
 int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
                   uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags);
 
@@ -185,8 +186,8 @@ ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t si
  * CAP_FSETID): set-user-ID goes, set-group-ID too when the group may execute.
  * *mode_changed (when not NULL) says whether that changed the mode. */
 #define F2FUSE_WRITE_KILL_SUIDGID 1u
-ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size,
-                        uint64_t off, unsigned flags, bool *mode_changed);
+ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off,
+                        unsigned flags, bool *mode_changed);
 
 #define F2FUSE_SET_MODE  (1u << 0)
 #define F2FUSE_SET_UID   (1u << 1)
@@ -267,43 +268,43 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);
  * handle, usage is the live segment state instead. */
 #define F2FUSE_INFO_LOGS 6 /* hot, warm, cold data; hot, warm, cold node */
 struct f2fuse_info {
-    char volume_name[128];     /* UTF-8 */
+    char volume_name[128]; /* UTF-8 */
     uint8_t uuid[16];
-    char version[257];         /* kernel or tool that last wrote the superblock */
-    char init_version[257];    /* the one that made it */
-    uint32_t features;         /* superblock feature bits */
-    char feature_names[320];   /* the same as comma-separated names */
+    char version[257];       /* kernel or tool that last wrote the superblock */
+    char init_version[257];  /* the one that made it */
+    uint32_t features;       /* superblock feature bits */
+    char feature_names[320]; /* the same as comma-separated names */
     uint64_t device_bytes;
-    uint64_t block_count;      /* 4 KiB blocks the file system spans */
+    uint64_t block_count; /* 4 KiB blocks the file system spans */
     uint32_t segment_count, segs_per_sec, secs_per_zone, section_count;
     uint32_t segments_cp, segments_sit, segments_nat, segments_ssa, segments_main;
     uint32_t main_blkaddr;
     uint32_t max_nid;
 
-    unsigned cp_pack;          /* 1 or 2: the current checkpoint pack */
+    unsigned cp_pack; /* 1 or 2: the current checkpoint pack */
     uint64_t cp_version;
-    bool other_pack_valid;     /* the other pack: the previous checkpoint, if intact */
+    bool other_pack_valid; /* the other pack: the previous checkpoint, if intact */
     uint64_t other_pack_version;
-    uint32_t cp_flags;         /* ckpt_flags */
+    uint32_t cp_flags; /* ckpt_flags */
     char cp_flag_names[256];
-    bool clean_unmount;        /* the last mount ended with an unmount checkpoint */
-    bool in_use;               /* another program has the image open read-write now (a live
+    bool clean_unmount;       /* the last mount ended with an unmount checkpoint */
+    bool in_use;              /* another program has the image open read-write now (a live
                                 * f2fuse mount): the figures are its last checkpoint's */
-    bool needs_fsck;           /* an error or fsck flag is set */
-    uint32_t orphans;          /* inodes unlinked while open, freed at the next rw mount */
-    uint32_t fsync_nodes;      /* nodes written by fsync after the checkpoint (recovery) */
-    uint64_t elapsed_seconds;  /* mounted time recorded in the checkpoint */
+    bool needs_fsck;          /* an error or fsck flag is set */
+    uint32_t orphans;         /* inodes unlinked while open, freed at the next rw mount */
+    uint32_t fsync_nodes;     /* nodes written by fsync after the checkpoint (recovery) */
+    uint64_t elapsed_seconds; /* mounted time recorded in the checkpoint */
     uint64_t user_blocks, valid_blocks, free_blocks;
     uint32_t valid_nodes, valid_inodes;
     uint32_t free_segments, overprov_segments, reserved_segments;
 
-    bool usage_known;          /* false when the segment table could not be read */
+    bool usage_known; /* false when the segment table could not be read */
     struct {
-        uint32_t segments;     /* segments of this type holding valid blocks */
+        uint32_t segments; /* segments of this type holding valid blocks */
         uint64_t valid_blocks;
         uint32_t cur_segno, cur_blkoff; /* where the log writes next */
     } logs[F2FUSE_INFO_LOGS];
-    uint32_t empty_segments;   /* main segments without a valid block */
+    uint32_t empty_segments; /* main segments without a valid block */
 };
 
 int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info);
@@ -312,12 +313,12 @@ int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info);
  * The partitions of an image with a GPT or MBR table, for `f2fuse info` and for picking
  * one with the partition= option. */
 struct f2fuse_partition {
-    unsigned number;      /* as in /dev/sdX<number>: what partition=N takes */
-    char name[80];        /* GPT partition name (UTF-8), "" on MBR */
-    char type[40];        /* GPT type GUID, or the MBR type as "0x83" */
+    unsigned number;       /* as in /dev/sdX<number>: what partition=N takes */
+    char name[80];         /* GPT partition name (UTF-8), "" on MBR */
+    char type[40];         /* GPT type GUID, or the MBR type as "0x83" */
     const char *type_name; /* what the type means ("Linux filesystem"), or NULL */
-    uint64_t start, size; /* bytes */
-    bool f2fs;            /* the f2fs superblock magic is where it belongs */
+    uint64_t start, size;  /* bytes */
+    bool f2fs;             /* the f2fs superblock magic is where it belongs */
 };
 
 /* Reads the partition table of image: *table_kind gets libblkid's name for it ("gpt",

@@ -11,12 +11,12 @@
 extern "C" {
 #endif
 
-#define F2FUSE_MAX_FAULTS 4
-#define F2FUSE_FAULT_READ 0u
-#define F2FUSE_FAULT_WRITE 1u
-#define F2FUSE_FAULT_FLUSH 2u
+#define F2FUSE_MAX_FAULTS    4
+#define F2FUSE_FAULT_READ    0u
+#define F2FUSE_FAULT_WRITE   1u
+#define F2FUSE_FAULT_FLUSH   2u
 #define F2FUSE_FAULT_DISCARD 3u
-#define F2FUSE_FAULT_ALLOC 4u
+#define F2FUSE_FAULT_ALLOC   4u
 
 /* All zero: nothing armed. */
 struct f2fuse_test_options {
@@ -35,7 +35,7 @@ struct f2fuse_test_options {
     struct f2fuse_fault {
         unsigned kind; /* F2FUSE_FAULT_* */
         uint64_t nth;
-        int err;       /* positive errno; 0 with short_io */
+        int err; /* positive errno; 0 with short_io */
         bool short_io;
         bool sticky;
     } faults[F2FUSE_MAX_FAULTS];

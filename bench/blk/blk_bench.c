@@ -117,9 +117,12 @@ static uint64_t parse_size(const char *s)
     char *end;
     uint64_t v = strtoull(s, &end, 0);
     switch (*end) {
-    case 'k': case 'K': return v << 10;
-    case 'm': case 'M': return v << 20;
-    case 'g': case 'G': return v << 30;
+    case 'k':
+    case 'K': return v << 10;
+    case 'm':
+    case 'M': return v << 20;
+    case 'g':
+    case 'G': return v << 30;
     default: return v;
     }
 }
@@ -237,9 +240,9 @@ int main(int argc, char **argv)
     double wall = t1 - t0;
     printf("backend=%s rw=%s bs=%llu qd=%u seconds=%.2f ops=%llu iops=%.0f mbps=%.1f "
            "cpu=%.1f errors=%llu\n",
-           blk_backend_name(b.dev), rw, (unsigned long long)bs, qd, wall,
-           (unsigned long long)ops, (double)ops / wall, (double)bytes / wall / 1e6,
-           100.0 * (cpu1 - cpu0) / wall, (unsigned long long)atomic_load(&b.errors));
+           blk_backend_name(b.dev), rw, (unsigned long long)bs, qd, wall, (unsigned long long)ops,
+           (double)ops / wall, (double)bytes / wall / 1e6, 100.0 * (cpu1 - cpu0) / wall,
+           (unsigned long long)atomic_load(&b.errors));
     blk_close(b.dev);
     free(batch);
     free(bufs);

@@ -172,8 +172,8 @@ int main(int argc, char **argv)
     printf("cold_s=%.4f warm_s=%.4f cold_mbps=%.1f warm_mbps=%.1f cold_iops=%.0f warm_iops=%.0f "
            "cold_cpu_us_per_op=%.2f warm_cpu_us_per_op=%.2f "
            "dev_reads=%llu cache_misses=%llu extent_hits=%llu extent_misses=%llu\n",
-           cold_s, warm_s, (double)cold / cold_s / 1e6, (double)warm / warm_s / 1e6,
-           ops / cold_s, ops / warm_s, (double)(c1 - c0) / ops, (double)(c2 - c1) / ops,
+           cold_s, warm_s, (double)cold / cold_s / 1e6, (double)warm / warm_s / 1e6, ops / cold_s,
+           ops / warm_s, (double)(c1 - c0) / ops, (double)(c2 - c1) / ops,
            (unsigned long long)(after.dev_reads - before.dev_reads),
            (unsigned long long)(after.cache_misses - before.cache_misses),
            (unsigned long long)(after.extent_hits - before.extent_hits),

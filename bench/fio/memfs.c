@@ -28,8 +28,8 @@
 #include "fuse/fuse_ring.h" /* the same io_uring transport as f2fuse */
 #include "fuse/killpriv.h"
 
-#define PAGE 4096u
-#define MAX_IO (1u << 20)
+#define PAGE    4096u
+#define MAX_IO  (1u << 20)
 #define TIMEOUT 60.0
 
 struct mentry {
@@ -44,22 +44,22 @@ struct mentry {
 struct minode {
     pthread_mutex_t lock; /* data, size, times */
     struct stat st;
-    char **pages;         /* regular files: page index -> 4 KiB or NULL (a hole) */
+    char **pages; /* regular files: page index -> 4 KiB or NULL (a hole) */
     size_t npages;
     struct mentry *entries; /* directories */
-    char *target;         /* symlinks */
+    char *target;           /* symlinks */
     uint64_t nlookup;
 };
 
 struct memfs {
-    pthread_rwlock_t ns;  /* the inode table and every directory */
+    pthread_rwlock_t ns; /* the inode table and every directory */
     struct minode **inodes;
     size_t ninodes, cap;
     struct mentry **hash; /* 1 << HASH_BITS chains */
     bool writeback_cache;
-    unsigned fuse_ring;       /* -o fuse_ring=N: requests over io_uring, as f2fuse's option */
+    unsigned fuse_ring; /* -o fuse_ring=N: requests over io_uring, as f2fuse's option */
     struct fuse_session *se;
-    struct killpriv channel;  /* the session's I/O hooks (kill flags not wanted here) */
+    struct killpriv channel; /* the session's I/O hooks (kill flags not wanted here) */
     struct fuse_ring *ring;
 };
 
@@ -158,8 +158,8 @@ static struct mentry *new_entry(fuse_ino_t parent, const char *name, fuse_ino_t 
 
 static void reply_entry(fuse_req_t req, struct minode *in)
 {
-    struct fuse_entry_param e = {.ino = in->st.st_ino, .attr_timeout = TIMEOUT,
-                                 .entry_timeout = TIMEOUT, .attr = in->st};
+    struct fuse_entry_param e = {
+        .ino = in->st.st_ino, .attr_timeout = TIMEOUT, .entry_timeout = TIMEOUT, .attr = in->st};
     in->nlookup++;
     fuse_reply_entry(req, &e);
 }
@@ -289,8 +289,10 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         dir->st.st_nlink++;
     now(&dir->st.st_mtim);
     if (fi) {
-        struct fuse_entry_param ep = {.ino = in->st.st_ino, .attr_timeout = TIMEOUT,
-                                      .entry_timeout = TIMEOUT, .attr = in->st};
+        struct fuse_entry_param ep = {.ino = in->st.st_ino,
+                                      .attr_timeout = TIMEOUT,
+                                      .entry_timeout = TIMEOUT,
+                                      .attr = in->st};
         in->nlookup++;
         fi->keep_cache = 1;
         fuse_reply_create(req, &ep, fi);
@@ -564,21 +566,41 @@ done:
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-    struct statvfs st = {.f_bsize = PAGE, .f_frsize = PAGE, .f_blocks = 1u << 24,
-                         .f_bfree = 1u << 23, .f_bavail = 1u << 23, .f_files = 1u << 24,
-                         .f_ffree = 1u << 23, .f_namemax = 255};
+    struct statvfs st = {.f_bsize = PAGE,
+                         .f_frsize = PAGE,
+                         .f_blocks = 1u << 24,
+                         .f_bfree = 1u << 23,
+                         .f_bavail = 1u << 23,
+                         .f_files = 1u << 24,
+                         .f_ffree = 1u << 23,
+                         .f_namemax = 255};
     fuse_reply_statfs(req, &st);
 }
 
 static const struct fuse_lowlevel_ops memfs_ops = {
-    .init = op_init,       .lookup = op_lookup,   .forget = op_forget,
-    .getattr = op_getattr, .setattr = op_setattr, .readlink = op_readlink,
-    .mknod = op_mknod,     .mkdir = op_mkdir,     .symlink = op_symlink,
-    .unlink = op_unlink,   .rmdir = op_rmdir,     .rename = op_rename,
-    .link = op_link,       .open = op_open,       .read = op_read,
-    .write = op_write,     .flush = op_ok,        .release = op_ok,
-    .fsync = op_fsync,     .readdir = op_readdir,
-    .releasedir = op_ok,   .fsyncdir = op_fsync,  .statfs = op_statfs,
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .readlink = op_readlink,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .symlink = op_symlink,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
+    .link = op_link,
+    .open = op_open,
+    .read = op_read,
+    .write = op_write,
+    .flush = op_ok,
+    .release = op_ok,
+    .fsync = op_fsync,
+    .readdir = op_readdir,
+    .releasedir = op_ok,
+    .fsyncdir = op_fsync,
+    .statfs = op_statfs,
     .create = op_create,
 };
 
@@ -624,8 +646,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: memfs [-f] [-s] [-o writeback_cache] MOUNTPOINT\n");
         return 2;
     }
-    new_inode(&m, 0, NULL);                      /* 0: no inode */
-    new_inode(&m, S_IFDIR | 0755, NULL);         /* 1: FUSE_ROOT_ID */
+    new_inode(&m, 0, NULL);              /* 0: no inode */
+    new_inode(&m, S_IFDIR | 0755, NULL); /* 1: FUSE_ROOT_ID */
     fuse_opt_add_arg(&args, "-odefault_permissions,subtype=memfs,fsname=memfs");
     struct fuse_session *se = fuse_session_new(&args, &memfs_ops, sizeof(memfs_ops), &m);
     int ret = 1;

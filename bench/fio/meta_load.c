@@ -56,10 +56,8 @@ static int do_one(struct load *l, long i)
         if (fd < 0 || write(fd, small, sizeof(small)) != (ssize_t)sizeof(small))
             return -1;
         return close(fd);
-    case PH_STAT:
-        return stat(path, &st);
-    case PH_UNLINK:
-        return unlink(path);
+    case PH_STAT: return stat(path, &st);
+    case PH_UNLINK: return unlink(path);
     case PH_FSYNC:
         fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
         if (fd < 0 || write(fd, block, sizeof(block)) != (ssize_t)sizeof(block) || fsync(fd))

@@ -38,7 +38,8 @@ static uint64_t xorshift(uint64_t *s)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: wb_producer FILE TOTAL_BYTES RECORD_BYTES RATE_BYTES_PER_S [random]\n");
+        fprintf(stderr,
+                "usage: wb_producer FILE TOTAL_BYTES RECORD_BYTES RATE_BYTES_PER_S [random]\n");
         return 2;
     }
     const char *path = argv[1];
@@ -98,8 +99,8 @@ int main(int argc, char **argv)
     double t_end = now_s();
     close(fd);
     double elapsed = t_end - t0;
-    printf("elapsed=%.4f written=%.4f fsync=%.4f net=%.4f max_late=%.4f throughput=%.0f\n",
-           elapsed, t_written - t0, t_end - t_written, (double)(n * record) / rate, late,
+    printf("elapsed=%.4f written=%.4f fsync=%.4f net=%.4f max_late=%.4f throughput=%.0f\n", elapsed,
+           t_written - t0, t_end - t_written, (double)(n * record) / rate, late,
            (double)(n * record) / elapsed);
     free(buf);
     free(order);

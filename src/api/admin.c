@@ -88,7 +88,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     discard_emit_stats(fs, fn, arg); /* discard.c */
     emit_tunables(fs, fn, arg);
     writeback_emit_stats(fs, fn, arg); /* writeback.c */
-    gc_emit_stats(fs, fn, arg);      /* gc.c */
+    gc_emit_stats(fs, fn, arg);        /* gc.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync.fast));
     fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
@@ -115,8 +115,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "fs.valid_nodes", nodes);
     fn(arg, "fs.valid_inodes", inodes);
 }
-int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
-                uint64_t *trimmed)
+int f2fuse_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen, uint64_t *trimmed)
 {
     return discard_trim(fs, start, len, minlen, trimmed, NULL, NULL);
 }

@@ -9,13 +9,13 @@ int f2fuse_mknod(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
                  uint64_t rdev, uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
 {
     switch (mode & S_IFMT) {
-    case 0:
-        mode |= S_IFREG;
-        break;
-    case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
-        break;
-    default:
-        return -EINVAL;
+    case 0: mode |= S_IFREG; break;
+    case S_IFREG:
+    case S_IFCHR:
+    case S_IFBLK:
+    case S_IFIFO:
+    case S_IFSOCK: break;
+    default: return -EINVAL;
     }
     return fs_op_result(fs, "mknod",
                         namei_create(fs, parent, name, len, mode, rdev, uid, gid, NULL, out));
@@ -25,15 +25,16 @@ int f2fuse_mkdir(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
                  uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
 {
     mode = S_IFDIR | (mode & (07777 | F2FUSE_UMASK(0777)));
-    return fs_op_result(fs, "mkdir", namei_create(fs, parent, name, len, mode,
-                                                   0, uid, gid, NULL, out));
+    return fs_op_result(fs, "mkdir",
+                        namei_create(fs, parent, name, len, mode, 0, uid, gid, NULL, out));
 }
 
 int f2fuse_symlink(struct f2fuse *fs, uint32_t parent, const char *name, size_t len,
                    const char *target, uint32_t uid, uint32_t gid, struct f2fuse_attr *out)
 {
-    return fs_op_result(fs, "symlink", namei_create(fs, parent, name, len, S_IFLNK | 0777, 0,
-                                                     uid, gid, target, out));
+    return fs_op_result(fs, "symlink",
+                        namei_create(fs, parent, name, len, S_IFLNK | 0777, 0, uid, gid, target,
+                                     out));
 }
 
 int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t n)
@@ -71,6 +72,7 @@ int f2fuse_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *na
 int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, size_t old_len,
                   uint32_t new_parent, const char *new_name, size_t new_len, unsigned flags)
 {
-    return fs_op_result(fs, "rename", namei_rename(fs, old_parent, old_name, old_len, new_parent,
-                                                new_name, new_len, flags));
+    return fs_op_result(fs, "rename",
+                        namei_rename(fs, old_parent, old_name, old_len, new_parent, new_name,
+                                     new_len, flags));
 }

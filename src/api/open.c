@@ -47,8 +47,8 @@ static int root_check(struct f2fuse *fs)
         err = fs_corrupt(fs, "the root inode %u is not in use", fs->root_ino);
     if (!err) {
         if (!S_ISDIR(ii.mode))
-            err = fs_corrupt(fs, "the root inode %u is not a directory (mode 0%o)",
-                             fs->root_ino, ii.mode);
+            err = fs_corrupt(fs, "the root inode %u is not a directory (mode 0%o)", fs->root_ino,
+                             ii.mode);
         pcache_put(fs->cache, page);
     }
     if (err)
@@ -120,9 +120,11 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
     struct f2fuse *fs = context_create(opts);
     if (!fs)
         return -ENOMEM;
-    struct blk_options bo = {.backend = opts->backend, .queue_depth = opts->queue_depth,
+    struct blk_options bo = {.backend = opts->backend,
+                             .queue_depth = opts->queue_depth,
                              .read_only = opts->read_only,
-                             .bw_limit = opts->dev_bw, .offset = opts->offset,
+                             .bw_limit = opts->dev_bw,
+                             .offset = opts->offset,
                              .partition = opts->partition};
     int err = blk_open(image, &bo, &fs->dev);
     if (err) {
@@ -159,7 +161,7 @@ void f2fuse_close(struct f2fuse *fs)
     if (!fs)
         return;
     checkpoint_timer_stop(fs);
-    gc_stop(fs); /* gc.c: before the checkpoint daemon it sends requests to */
+    gc_stop(fs);        /* gc.c: before the checkpoint daemon it sends requests to */
     writeback_stop(fs); /* the final checkpoint writes back what is dirty */
     checkpoint_merge_stop(fs);
     if (fs->seg && fs->nat && !fs->write_error) {
@@ -187,7 +189,8 @@ void f2fuse_close(struct f2fuse *fs)
     uint64_t damaged = fs->seg ? atomic_load(&fs->corrupt_hits) : 0;
     if (damaged)
         log_err("this read-write mount met %llu damaged structure(s); %s: run fsck.f2fs -f "
-                "on the image", (unsigned long long)damaged,
+                "on the image",
+                (unsigned long long)damaged,
                 fs->write_error ? "the image keeps its last checkpoint, which does not say so"
                                 : "the checkpoint is marked as needing fsck (CP_FSCK)");
     writeback_destroy(fs);
@@ -209,4 +212,3 @@ uint32_t f2fuse_root_ino(const struct f2fuse *fs)
 {
     return fs->root_ino;
 }
-

@@ -146,8 +146,7 @@ static ssize_t getxattr_step(struct f2fuse *fs, const struct inode_info *ii, str
     return xattr_get(fs, ii, ipage, a->name, a->buf, a->size);
 }
 
-ssize_t f2fuse_getxattr(struct f2fuse *fs, uint32_t ino, const char *name, void *value,
-                        size_t size)
+ssize_t f2fuse_getxattr(struct f2fuse *fs, uint32_t ino, const char *name, void *value, size_t size)
 {
     struct buf_args a = {.buf = value, .size = size, .name = name};
     return read_inode(fs, ino, getxattr_step, &a);

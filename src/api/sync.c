@@ -32,8 +32,7 @@ int f2fuse_fsync(struct f2fuse *fs, uint32_t ino, bool datasync)
     return f2fuse_fsync_as(fs, ino, datasync, NULL);
 }
 
-int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync,
-                    const struct f2fuse_caller *who)
+int f2fuse_fsync_as(struct f2fuse *fs, uint32_t ino, bool datasync, const struct f2fuse_caller *who)
 {
     (void)datasync; /* f2fs's fdatasync writes the same nodes: the size may have changed */
     return fsync_file(fs, ino, caller_prio(who), caller_tid(who));

@@ -28,8 +28,8 @@ ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t si
     return f2fuse_write_ex(fs, ino, buf, size, off, 0, NULL);
 }
 
-ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size,
-                        uint64_t off, unsigned flags, bool *mode_changed)
+ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off,
+                        unsigned flags, bool *mode_changed)
 {
     if (mode_changed)
         *mode_changed = false;

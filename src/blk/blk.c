@@ -233,8 +233,8 @@ static void bounce_free(struct blk_bounce *b)
     free(b);
 }
 
-static struct blk_req *bounce_io(struct blk_bounce *b, unsigned i, enum blk_op op,
-                                 uint64_t off, uint64_t len, blk_done_fn done)
+static struct blk_req *bounce_io(struct blk_bounce *b, unsigned i, enum blk_op op, uint64_t off,
+                                 uint64_t len, blk_done_fn done)
 {
     struct blk_req *r = &b->io[i];
     memset(r, 0, sizeof(*r));
@@ -473,8 +473,7 @@ enum blk_admit blk_admit_below(struct blk_layer *layer, struct blk_req *req)
 /* Unaligned offset or length on O_DIRECT: the bounce path's read-modify-write. */
 bool blk_write_needs_rmw(const struct blk_dev *dev, const struct blk_req *req)
 {
-    return dev->direct && req->op == BLK_WRITE &&
-           !(is_aligned(req->off) && is_aligned(req->len));
+    return dev->direct && req->op == BLK_WRITE && !(is_aligned(req->off) && is_aligned(req->len));
 }
 
 static struct blk_req *prepare(struct blk_dev *dev, struct blk_req *req)
@@ -518,8 +517,9 @@ static int submit_batch(struct blk_dev *dev, struct blk_req **reqs, unsigned n, 
         if (r)
             batch[m++] = r;
     }
-    int (*submit)(struct blk_dev *, struct blk_req **, unsigned) =
-        waited && dev->ops->submit_waited ? dev->ops->submit_waited : dev->ops->submit;
+    int (*submit)(struct blk_dev *, struct blk_req **, unsigned) = waited && dev->ops->submit_waited
+                                                                       ? dev->ops->submit_waited
+                                                                       : dev->ops->submit;
     int ret = m ? submit(dev, batch, m) : 0;
     if (ret < 0) {
         /* the requests are counted in flight already: finish them rather than forget them */
@@ -606,8 +606,9 @@ int blk_read(struct blk_dev *dev, uint64_t off, void *buf, size_t len)
 int blk_write(struct blk_dev *dev, uint64_t off, const void *buf, size_t len)
 {
     /* the request type is shared with reads; a write never stores through buf */
-    return run_sync(dev, (struct blk_req){.op = BLK_WRITE, .off = off, .len = len,
-                                          .buf = (void *)(uintptr_t)buf});
+    return run_sync(dev,
+                    (struct blk_req){
+                        .op = BLK_WRITE, .off = off, .len = len, .buf = (void *)(uintptr_t)buf});
 }
 
 int blk_flush(struct blk_dev *dev)
@@ -617,8 +618,8 @@ int blk_flush(struct blk_dev *dev)
 
 int blk_discard(struct blk_dev *dev, uint64_t off, uint64_t len)
 {
-    return run_sync(dev, (struct blk_req){.op = BLK_DISCARD, .prio = BLK_PRIO_LOW, .off = off,
-                                          .len = len});
+    return run_sync(dev, (struct blk_req){
+                             .op = BLK_DISCARD, .prio = BLK_PRIO_LOW, .off = off, .len = len});
 }
 
 int blk_discard_blockdev(int fd, uint64_t off, uint64_t len)
@@ -767,7 +768,8 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
         if (!opts->read_only) {
             log_err("%s is an Android sparse image, which f2fuse reads but cannot write: "
                     "mount it read-only (-o ro), or convert it to a raw image with "
-                    "`f2fuse unsparse %s RAW` and mount that read-write", path, path);
+                    "`f2fuse unsparse %s RAW` and mount that read-write",
+                    path, path);
             return -EROFS;
         }
         ops = &blk_sparse_ops; /* reads map through the chunk list, never O_DIRECT */

@@ -115,7 +115,7 @@ int blk_write(struct blk_dev *dev, uint64_t off, const void *buf, size_t len);
 int blk_flush(struct blk_dev *dev);
 int blk_discard(struct blk_dev *dev, uint64_t off, uint64_t len);
 
-uint64_t blk_size(const struct blk_dev *dev);       /* bytes */
+uint64_t blk_size(const struct blk_dev *dev); /* bytes */
 /* Where the device starts in the file (the window's offset; 0 without one). */
 uint64_t blk_window_start(const struct blk_dev *dev);
 /* True when the file is an Android sparse image served by the sparse backend. */

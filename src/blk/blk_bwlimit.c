@@ -4,8 +4,9 @@
  * a queue of our own, one per priority class, served highest class first (HIGH, NORMAL,
  * LOW, IDLE) and in arrival order within a class: checkpoint I/O overtakes foreground I/O,
  * which overtakes background writeback and discard, which overtake an idle-class requester,
- * as an I/O scheduler that honours priorities does.  A batch that has waited longer than BW_AGING_NS goes next whatever its class, so
- * background I/O is delayed, never starved (mq-deadline's prio_aging_expire, shorter).
+ * as an I/O scheduler that honours priorities does.  A batch that has waited longer than
+ * BW_AGING_NS goes next whatever its class, so background I/O is delayed, never starved
+ * (mq-deadline's prio_aging_expire, shorter).
  * A large batch holds the device 256 KiB at a time, so a more urgent one waits at most one
  * slice.  Flushes and discards cost nothing. */
 #include <errno.h>
@@ -18,8 +19,8 @@
 /* The idle class is served only once the device has had no other I/O for this long (as
  * CFQ's and BFQ's idle class: a short gap between two background writes does not count as
  * idle); aging still lets it through after BW_AGING_NS. */
-#define BW_IDLE_GRACE_NS 20000000ull /* 20 ms */
-#define BW_SLICE_BYTES (256u << 10) /* the emulated device's largest transfer */
+#define BW_IDLE_GRACE_NS 20000000ull  /* 20 ms */
+#define BW_SLICE_BYTES   (256u << 10) /* the emulated device's largest transfer */
 
 struct bw_ticket {
     struct bw_ticket *next;

@@ -15,7 +15,7 @@ void blk_inject_fault(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err
  * dead device); BLK_FAULT_SHORT completes the request with half its length transferred
  * (rounded down to 512 bytes) and no I/O instead of an error (err is then unused). */
 #define BLK_FAULT_STICKY 1u
-#define BLK_FAULT_SHORT 2u
+#define BLK_FAULT_SHORT  2u
 void blk_inject_fault_mode(struct blk_dev *dev, enum blk_op op, uint64_t nth, int err,
                            unsigned mode);
 /* Faults carried out so far (every kind); counter "blk.faults_fired". */

@@ -20,9 +20,15 @@
 
 static const char *compression(const uint8_t *h, size_t n, const char **undo)
 {
-    static const struct { const char *name, *magic, *undo; size_t len; } kinds[] = {
+    static const struct {
+        const char *name, *magic, *undo;
+        size_t len;
+    } kinds[] = {
         {"gzip", "\x1f\x8b", "gunzip -k", 2},
-        {"xz", "\xfd" "7zXZ\0", "xz -dk", 6},
+        {"xz",
+         "\xfd"
+         "7zXZ\0",
+         "xz -dk", 6},
         {"zstd", "\x28\xb5\x2f\xfd", "zstd -d", 4},
         {"bzip2", "BZh", "bunzip2 -k", 3},
     };
@@ -110,8 +116,10 @@ bool blk_identify(struct blk_dev *dev, char *out, size_t len)
     const char *undo;
     const char *packed = blk_read(dev, 0, head, n) == 0 ? compression(head, n, &undo) : NULL;
     if (packed) {
-        snprintf(out, len, "not an f2fs image: it is %s%s-compressed data; decompress it "
-                 "first (`%s IMAGE`) and mount the result", wrap, packed, undo);
+        snprintf(out, len,
+                 "not an f2fs image: it is %s%s-compressed data; decompress it "
+                 "first (`%s IMAGE`) and mount the result",
+                 wrap, packed, undo);
         return true;
     }
     char type[64];
@@ -119,7 +127,8 @@ bool blk_identify(struct blk_dev *dev, char *out, size_t len)
     if (!blkid_names(dev, type, sizeof(type), &is_table)) {
         if (!sparse)
             return false;
-        snprintf(out, len, "not an f2fs image: it is an Android sparse image, but what it "
+        snprintf(out, len,
+                 "not an f2fs image: it is an Android sparse image, but what it "
                  "expands to is not f2fs (nor anything libblkid knows); `f2fuse unsparse "
                  "IMAGE RAW` and blkid(8) on RAW may tell more");
         return true;
@@ -127,14 +136,18 @@ bool blk_identify(struct blk_dev *dev, char *out, size_t len)
     if (strcmp(type, "f2fs") == 0)
         return false; /* blkid's looser check: the damage is f2fs's own to report */
     if (!is_table) {
-        snprintf(out, len, "not an f2fs image: it is %sa file system of type %s (found by "
-                 "libblkid); f2fuse reads f2fs only: %s", wrap, type, advice(type));
+        snprintf(out, len,
+                 "not an f2fs image: it is %sa file system of type %s (found by "
+                 "libblkid); f2fuse reads f2fs only: %s",
+                 wrap, type, advice(type));
         return true;
     }
     if (sparse) {
-        snprintf(out, len, "not an f2fs image: it is an Android sparse image of a whole disk "
+        snprintf(out, len,
+                 "not an f2fs image: it is an Android sparse image of a whole disk "
                  "with a %s partition table: convert it with `f2fuse unsparse IMAGE RAW`, then "
-                 "`f2fuse info RAW` lists the partitions to pick with -o partition=", type);
+                 "`f2fuse info RAW` lists the partitions to pick with -o partition=",
+                 type);
         return true;
     }
     struct blk_partition_table table = {0};
@@ -142,13 +155,16 @@ bool blk_identify(struct blk_dev *dev, char *out, size_t len)
     if (dev->window_start == 0 && blk_partition_table_read(dev->path, &table) == 0)
         blk_partition_f2fs_list(&table, f2fs, sizeof(f2fs));
     if (strcmp(f2fs, "none") == 0)
-        snprintf(out, len, "not an f2fs image: it is a whole disk with a %s partition table, "
+        snprintf(out, len,
+                 "not an f2fs image: it is a whole disk with a %s partition table, "
                  "and none of its %u partition(s) holds f2fs; `f2fuse info IMAGE` lists them",
                  type, table.count);
     else
-        snprintf(out, len, "not an f2fs image: it is a whole disk with a %s partition table "
+        snprintf(out, len,
+                 "not an f2fs image: it is a whole disk with a %s partition table "
                  "(%u partitions; holding f2fs: %s): pick one with -o partition=NUMBER or -o "
-                 "partition=NAME; `f2fuse info IMAGE` lists them", type, table.count, f2fs);
+                 "partition=NAME; `f2fuse info IMAGE` lists them",
+                 type, table.count, f2fs);
     blk_partition_table_free(&table);
     return true;
 }

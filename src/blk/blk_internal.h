@@ -34,7 +34,7 @@ struct blk_counters {
     atomic_uint_fast64_t short_resubmits; /* short transfers whose remainder was reissued */
     atomic_uint_fast64_t inflight;        /* caller requests submitted and not yet done */
     atomic_uint_fast64_t inflight_max;
-    atomic_uint_fast64_t ioprio_rejected; /* 1 once the kernel refused an ioprio value */
+    atomic_uint_fast64_t ioprio_rejected;  /* 1 once the kernel refused an ioprio value */
     atomic_uint_fast64_t writes_submitted; /* caller write requests, counted at submission */
 };
 
@@ -50,7 +50,7 @@ struct blk_dev {
     bool direct;      /* opened O_DIRECT: the backend needs aligned requests */
     bool is_blockdev; /* discard is BLKDISCARD rather than a punched hole */
     bool read_only;
-    uint64_t size;    /* of the device: the window's length when there is one */
+    uint64_t size; /* of the device: the window's length when there is one */
     /* The window (blk_window.c): the device begins this many bytes into the file, and the
      * file may go on past its end.  Every backend adds window_start to device offsets. */
     uint64_t window_start;
@@ -85,9 +85,9 @@ struct blk_dev {
      * waiting for it, one queue per priority class (HIGH, NORMAL, LOW, IDLE). */
     atomic_uint_fast64_t bw_limit; /* bytes/s, 0 = off */
     pthread_mutex_t bw_lock;
-    pthread_cond_t bw_cond;        /* CLOCK_MONOTONIC */
-    uint64_t bw_busy_until_ns;     /* CLOCK_MONOTONIC */
-    uint64_t bw_last_busy_ns;      /* when a batch of a class above IDLE last held it */
+    pthread_cond_t bw_cond;    /* CLOCK_MONOTONIC */
+    uint64_t bw_busy_until_ns; /* CLOCK_MONOTONIC */
+    uint64_t bw_last_busy_ns;  /* when a batch of a class above IDLE last held it */
     struct bw_ticket *bw_queue[BLK_BW_CLASSES];
     atomic_uint_fast64_t bw_wait_ns;
     atomic_uint_fast64_t bw_class_wait_ns[BLK_BW_CLASSES]; /* queueing only, per class */

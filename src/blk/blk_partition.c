@@ -27,15 +27,23 @@ bool blk_has_f2fs_magic(int fd, uint64_t off)
 /* Names of the partition types an SD card or disk image usually carries. */
 static const char *type_name(const char *type)
 {
-    static const struct { const char *id, *name; } known[] = {
+    static const struct {
+        const char *id, *name;
+    } known[] = {
         {"0fc63daf-8483-4772-8e79-3d69d8477de4", "Linux filesystem"},
         {"c12a7328-f81f-11d2-ba4b-00a0c93ec93b", "EFI System"},
         {"ebd0a0a2-b9e5-4433-87c0-68b6b72699c7", "Microsoft basic data"},
         {"0657fd6d-a4ab-43c4-84e5-0933c84b4f4f", "Linux swap"},
         {"21686148-6449-6e6f-744e-656564454649", "BIOS boot"},
-        {"0x83", "Linux"}, {"0x82", "Linux swap"}, {"0x0c", "W95 FAT32 (LBA)"},
-        {"0x0b", "W95 FAT32"}, {"0x07", "HPFS/NTFS/exFAT"}, {"0x05", "Extended"},
-        {"0x0f", "W95 Extended (LBA)"}, {"0xef", "EFI (FAT-12/16/32)"}, {"0xee", "GPT"},
+        {"0x83", "Linux"},
+        {"0x82", "Linux swap"},
+        {"0x0c", "W95 FAT32 (LBA)"},
+        {"0x0b", "W95 FAT32"},
+        {"0x07", "HPFS/NTFS/exFAT"},
+        {"0x05", "Extended"},
+        {"0x0f", "W95 Extended (LBA)"},
+        {"0xef", "EFI (FAT-12/16/32)"},
+        {"0xee", "GPT"},
     };
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         if (strcasecmp(type, known[i].id) == 0)

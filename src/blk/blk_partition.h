@@ -10,7 +10,7 @@
 #include "f2fuse.h" /* struct f2fuse_partition */
 
 struct blk_partition_table {
-    char kind[16];                  /* libblkid's name: "gpt", "dos"; "" when there is none */
+    char kind[16]; /* libblkid's name: "gpt", "dos"; "" when there is none */
     unsigned count;
     struct f2fuse_partition *parts; /* in table order */
 };

@@ -51,7 +51,7 @@ struct powercut {
     atomic_uint_fast64_t reverted_blocks;
     atomic_uint_fast64_t undo_bytes;
     pthread_mutex_t lock; /* everything below */
-    uint64_t writes; /* caller writes admitted: the cut falls on the after-th */
+    uint64_t writes;      /* caller writes admitted: the cut falls on the after-th */
     uint64_t rng;
     uint64_t completed;      /* write completions so far: a flush covers those before it */
     uint64_t writes_pending; /* pre-cut writes not yet completed: the cut waits for them */
@@ -170,8 +170,7 @@ static int pc_capture_locked(struct powercut *pc, struct pc_watch *w, const stru
     return 0;
 }
 
-static void pc_write_back(struct powercut *pc, struct pc_undo *u, uint64_t first,
-                          uint64_t count)
+static void pc_write_back(struct powercut *pc, struct pc_undo *u, uint64_t first, uint64_t count)
 {
     uint64_t from = first * BLK_ALIGN, to = (first + count) * BLK_ALIGN;
     if (to > u->len)

@@ -38,21 +38,19 @@ static int64_t execute(struct blk_dev *dev, struct blk_req *req)
 {
     switch (req->op) {
     case BLK_READ:
-    case BLK_WRITE:
-        return transfer(dev, req);
-    case BLK_FLUSH:
-        return fdatasync(dev->fd) < 0 ? -errno : 0;
+    case BLK_WRITE: return transfer(dev, req);
+    case BLK_FLUSH: return fdatasync(dev->fd) < 0 ? -errno : 0;
     case BLK_DISCARD: {
         int ret = dev->is_blockdev
-                      ? blk_discard_blockdev(dev->fd, (uint64_t)blk_file_pos(dev, req->off), req->len)
+                      ? blk_discard_blockdev(dev->fd, (uint64_t)blk_file_pos(dev, req->off),
+                                             req->len)
                       : (fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                                    blk_file_pos(dev, req->off), (off_t)req->len) < 0
                              ? -errno
                              : 0);
         return ret < 0 ? ret : (int64_t)req->len;
     }
-    default:
-        return -EINVAL;
+    default: return -EINVAL;
     }
 }
 
@@ -77,8 +75,9 @@ static bool run_gathered(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
     }
     ssize_t r;
     do {
-        r = reqs[0]->op == BLK_READ ? preadv(dev->fd, iov, (int)n, blk_file_pos(dev, reqs[0]->off))
-                                    : pwritev(dev->fd, iov, (int)n, blk_file_pos(dev, reqs[0]->off));
+        r = reqs[0]->op == BLK_READ
+                ? preadv(dev->fd, iov, (int)n, blk_file_pos(dev, reqs[0]->off))
+                : pwritev(dev->fd, iov, (int)n, blk_file_pos(dev, reqs[0]->off));
     } while (r < 0 && errno == EINTR);
     if (r < 0 || (uint64_t)r != total)
         return false;
@@ -102,8 +101,7 @@ static int psync_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
         }
         for (unsigned end = i + run; i < end; i++) {
             struct blk_req *req = reqs[i];
-            req->result =
-                (req->flags & BLK_REQF_PRESET) ? req->preset_result : execute(dev, req);
+            req->result = (req->flags & BLK_REQF_PRESET) ? req->preset_result : execute(dev, req);
             blk_req_complete(dev, req);
         }
     }

@@ -22,12 +22,12 @@
 #include "util/log.h"
 
 /* The on-disk format (AOSP system/core/libsparse/sparse_format.h, version 1.0). */
-#define SPARSE_FILE_HDR_MIN 28u
+#define SPARSE_FILE_HDR_MIN  28u
 #define SPARSE_CHUNK_HDR_MIN 12u
-#define CHUNK_RAW 0xcac1u
-#define CHUNK_FILL 0xcac2u
-#define CHUNK_DONT_CARE 0xcac3u
-#define CHUNK_CRC32 0xcac4u
+#define CHUNK_RAW            0xcac1u
+#define CHUNK_FILL           0xcac2u
+#define CHUNK_DONT_CARE      0xcac3u
+#define CHUNK_CRC32          0xcac4u
 
 static uint16_t get16(const uint8_t *p)
 {
@@ -91,9 +91,10 @@ static int libsparse_agrees(int fd, const struct blk_sparse_map *map, char *why,
     unsigned block_size = sparse_file_block_size(s);
     sparse_file_destroy(s);
     if (len < 0 || (uint64_t)len != map->size || block_size != map->block_size) {
-        snprintf(why, n, "libsparse reads it as %lld bytes in %u-byte blocks, the chunk list "
-                 "says %llu in %u-byte blocks", (long long)len, block_size,
-                 (unsigned long long)map->size, map->block_size);
+        snprintf(why, n,
+                 "libsparse reads it as %lld bytes in %u-byte blocks, the chunk list "
+                 "says %llu in %u-byte blocks",
+                 (long long)len, block_size, (unsigned long long)map->size, map->block_size);
         return -EINVAL;
     }
     return 0;
@@ -126,10 +127,10 @@ int blk_sparse_map_read(int fd, struct blk_sparse_map *map, char *why, size_t wh
     if (blk_sz == 0 || blk_sz % 4 || blk_sz > (64u << 20))
         return BAD("sparse image: bad block size %u", blk_sz);
     /* every chunk takes a header in the file: a count the file cannot hold is a lie */
-    if (file_size < file_hdr_sz ||
-        total_chunks > (file_size - file_hdr_sz) / chunk_hdr_sz)
+    if (file_size < file_hdr_sz || total_chunks > (file_size - file_hdr_sz) / chunk_hdr_sz)
         return BAD("sparse image: truncated: the header lists %u chunks, the %llu-byte file "
-                   "cannot hold them", total_chunks, (unsigned long long)file_size);
+                   "cannot hold them",
+                   total_chunks, (unsigned long long)file_size);
     map->block_size = blk_sz;
     map->size = (uint64_t)total_blks * blk_sz;
 
@@ -139,8 +140,8 @@ int blk_sparse_map_read(int fd, struct blk_sparse_map *map, char *why, size_t wh
         uint8_t ch[SPARSE_CHUNK_HDR_MIN];
         if (pos + chunk_hdr_sz > file_size) {
             BAD("sparse image: truncated: chunk %u of %u would start at byte %llu, past the "
-                "end of the %llu-byte file", i + 1, total_chunks, (unsigned long long)pos,
-                (unsigned long long)file_size);
+                "end of the %llu-byte file",
+                i + 1, total_chunks, (unsigned long long)pos, (unsigned long long)file_size);
             break;
         }
         if ((err = read_exact(fd, ch, sizeof(ch), pos)) != 0)
@@ -155,14 +156,15 @@ int blk_sparse_map_read(int fd, struct blk_sparse_map *map, char *why, size_t wh
         case CHUNK_CRC32: body = 4; break;
         default:
             BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): unknown chunk "
-                "type 0x%04x", (unsigned long long)pos, i + 1, total_chunks, type);
+                "type 0x%04x",
+                (unsigned long long)pos, i + 1, total_chunks, type);
             continue;
         }
         if ((uint64_t)total_sz != chunk_hdr_sz + body) {
             BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): its size %u "
-                "should be %llu for a type 0x%04x chunk of %u blocks", (unsigned long long)pos,
-                i + 1, total_chunks, total_sz, (unsigned long long)(chunk_hdr_sz + body), type,
-                chunk_blocks);
+                "should be %llu for a type 0x%04x chunk of %u blocks",
+                (unsigned long long)pos, i + 1, total_chunks, total_sz,
+                (unsigned long long)(chunk_hdr_sz + body), type, chunk_blocks);
             break;
         }
         if (type == CHUNK_CRC32) { /* a checksum of what came before: no blocks */
@@ -171,14 +173,15 @@ int blk_sparse_map_read(int fd, struct blk_sparse_map *map, char *why, size_t wh
         }
         if (chunk_blocks > total_blks - block) {
             BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): its %u blocks "
-                "run past the image's %u", (unsigned long long)pos, i + 1, total_chunks,
-                chunk_blocks, total_blks);
+                "run past the image's %u",
+                (unsigned long long)pos, i + 1, total_chunks, chunk_blocks, total_blks);
             break;
         }
         uint64_t data_at = pos + chunk_hdr_sz;
         if (pos + total_sz > file_size) {
             BAD("sparse image: truncated: chunk %u of %u (at byte %llu) needs %u bytes, the "
-                "file ends after %llu", i + 1, total_chunks, (unsigned long long)pos, total_sz,
+                "file ends after %llu",
+                i + 1, total_chunks, (unsigned long long)pos, total_sz,
                 (unsigned long long)(file_size - pos));
             break;
         }
@@ -284,10 +287,8 @@ static int64_t sparse_execute(struct blk_dev *dev, struct blk_req *req)
         int err = map_read(map, dev->fd, dev->window_start + req->off, req->buf, len);
         return err ? err : (int64_t)len;
     }
-    case BLK_FLUSH:
-        return 0; /* nothing is ever written */
-    default:
-        return -EROFS;
+    case BLK_FLUSH: return 0; /* nothing is ever written */
+    default: return -EROFS;
     }
 }
 
@@ -295,7 +296,8 @@ static int sparse_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
         struct blk_req *req = reqs[i];
-        req->result = (req->flags & BLK_REQF_PRESET) ? req->preset_result : sparse_execute(dev, req);
+        req->result = (req->flags & BLK_REQF_PRESET) ? req->preset_result
+                                                     : sparse_execute(dev, req);
         blk_req_complete(dev, req);
     }
     return 0;

@@ -20,14 +20,14 @@ enum blk_sparse_kind { BLK_SPARSE_RAW, BLK_SPARSE_FILL, BLK_SPARSE_ZERO };
 struct blk_sparse_extent {
     uint64_t dev_off, len; /* bytes of the expanded image */
     enum blk_sparse_kind kind;
-    uint64_t file_off;     /* RAW */
-    uint32_t fill;         /* FILL: little-endian on disk, so byte i is (fill >> 8*(i%4)) */
+    uint64_t file_off; /* RAW */
+    uint32_t fill;     /* FILL: little-endian on disk, so byte i is (fill >> 8*(i%4)) */
 };
 
 struct blk_sparse_map {
     struct blk_sparse_extent *extents; /* in dev_off order, covering [0, size) exactly */
     size_t count;
-    uint64_t size;       /* bytes of the expanded image */
+    uint64_t size; /* bytes of the expanded image */
     uint32_t block_size;
 };
 

@@ -30,8 +30,8 @@
 #include "util/log.h"
 
 /* user_data: a request or a merge group pointer (8-byte aligned) tagged in the low bits */
-#define TAG_GROUP 1u
-#define TAG_MASK 7u
+#define TAG_GROUP      1u
+#define TAG_MASK       7u
 #define USER_DATA_STOP 2u /* tells the reaper to exit */
 
 #define REAP_BATCH 64u
@@ -59,14 +59,11 @@ struct uring_state {
 static uint16_t ioprio_of(enum blk_prio prio)
 {
     switch (prio) {
-    case BLK_PRIO_HIGH:
-        return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 0);
+    case BLK_PRIO_HIGH: return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 0);
     case BLK_PRIO_LOW: /* background: the lowest best-effort level, as the kernel's flusher */
         return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7);
-    case BLK_PRIO_IDLE:
-        return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0);
-    default:
-        return 0; /* inherit the task's priority */
+    case BLK_PRIO_IDLE: return IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0);
+    default: return 0; /* inherit the task's priority */
     }
 }
 
@@ -134,21 +131,14 @@ static void prep_single(struct uring_state *st, struct blk_dev *dev, struct io_u
     uint8_t *buf = (uint8_t *)req->buf + req->done_bytes;
     uint64_t off = (uint64_t)blk_file_pos(dev, req->off + req->done_bytes);
     switch (req->op) {
-    case BLK_READ:
-        io_uring_prep_read(sqe, dev->fd, buf, chunk, off);
-        break;
-    case BLK_WRITE:
-        io_uring_prep_write(sqe, dev->fd, buf, chunk, off);
-        break;
-    case BLK_FLUSH:
-        io_uring_prep_fsync(sqe, dev->fd, IORING_FSYNC_DATASYNC);
-        break;
+    case BLK_READ: io_uring_prep_read(sqe, dev->fd, buf, chunk, off); break;
+    case BLK_WRITE: io_uring_prep_write(sqe, dev->fd, buf, chunk, off); break;
+    case BLK_FLUSH: io_uring_prep_fsync(sqe, dev->fd, IORING_FSYNC_DATASYNC); break;
     case BLK_DISCARD:
         io_uring_prep_fallocate(sqe, dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                                 blk_file_pos(dev, req->off), (off_t)req->len);
         break;
-    default:
-        break;
+    default: break;
     }
     set_target(st, dev, sqe);
     if ((req->op == BLK_READ || req->op == BLK_WRITE) && set_prio(st, sqe, req->prio))
@@ -160,8 +150,8 @@ static void prep_single(struct uring_state *st, struct blk_dev *dev, struct io_u
 static bool prep_group(struct uring_state *st, struct blk_dev *dev, struct io_uring_sqe *sqe,
                        struct blk_req **reqs, unsigned n)
 {
-    struct uring_group *g =
-        malloc(sizeof(*g) + n * (sizeof(struct iovec) + sizeof(struct blk_req *)));
+    struct uring_group *g = malloc(sizeof(*g) +
+                                   n * (sizeof(struct iovec) + sizeof(struct blk_req *)));
     if (!g)
         return false;
     g->n = n;
@@ -280,8 +270,9 @@ static int uring_submit_waited(struct blk_dev *dev, struct blk_req **reqs, unsig
     uint8_t *buf = req->buf;
     while (req->op != BLK_FLUSH && (uint64_t)result < req->len) {
         off_t at = blk_file_pos(dev, req->off + (uint64_t)result);
-        ssize_t r = req->op == BLK_READ ? pread(dev->fd, buf + result, req->len - (uint64_t)result, at)
-                                        : pwrite(dev->fd, buf + result, req->len - (uint64_t)result, at);
+        ssize_t r = req->op == BLK_READ
+                        ? pread(dev->fd, buf + result, req->len - (uint64_t)result, at)
+                        : pwrite(dev->fd, buf + result, req->len - (uint64_t)result, at);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {

@@ -17,7 +17,8 @@ static int partition_window(struct blk_dev *dev, const char *path, const char *s
     if (dev->ops == &blk_sparse_ops) {
         log_err("%s: partition=%s: the image is an Android sparse image, whose partition table "
                 "f2fuse does not read; convert it with `f2fuse unsparse %s RAW` first, or give "
-                "the partition's start with -o offset=BYTES", path, spec, path);
+                "the partition's start with -o offset=BYTES",
+                path, spec, path);
         return -EINVAL;
     }
     struct blk_partition_table table;
@@ -38,8 +39,8 @@ static int partition_window(struct blk_dev *dev, const char *path, const char *s
         char f2fs[256];
         blk_partition_f2fs_list(&table, f2fs, sizeof(f2fs));
         log_err("%s: partition=%s: no such partition in its %s table (%u partitions; holding "
-                "f2fs: %s); `f2fuse info %s` lists them", path, spec, table.kind, table.count,
-                f2fs, path);
+                "f2fs: %s); `f2fuse info %s` lists them",
+                path, spec, table.kind, table.count, f2fs, path);
         blk_partition_table_free(&table);
         return -ENXIO;
     }
@@ -48,8 +49,8 @@ static int partition_window(struct blk_dev *dev, const char *path, const char *s
     blk_partition_table_free(&table);
     if (*start >= dev->size || *len > dev->size - *start) {
         log_err("%s: partition %s runs past the end of the image (%" PRIu64 " bytes at %" PRIu64
-                ", image %" PRIu64 " bytes): the dump is truncated", path, spec, *len, *start,
-                dev->size);
+                ", image %" PRIu64 " bytes): the dump is truncated",
+                path, spec, *len, *start, dev->size);
         return -ENXIO;
     }
     return 0;
@@ -61,8 +62,7 @@ int blk_window_apply(struct blk_dev *dev, const char *path, const struct blk_opt
     if (!opts->offset && !has_partition)
         return 0;
     if (opts->offset && has_partition) {
-        log_err("%s: offset= and partition= both say where the file system starts; give one",
-                path);
+        log_err("%s: offset= and partition= both say where the file system starts; give one", path);
         return -EINVAL;
     }
     uint64_t start = opts->offset, len;
@@ -73,7 +73,8 @@ int blk_window_apply(struct blk_dev *dev, const char *path, const struct blk_opt
     } else {
         if (start % BLK_ALIGN) {
             log_err("%s: offset=%" PRIu64 " is not a multiple of 4096 (f2fs blocks are 4 KiB; a "
-                    "partition's start in bytes is its start sector times 512)", path, start);
+                    "partition's start in bytes is its start sector times 512)",
+                    path, start);
             return -EINVAL;
         }
         if (start >= dev->size) {

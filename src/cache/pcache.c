@@ -11,7 +11,7 @@
 #include "util/log.h"
 
 #define PAGE_BYTES 4096u
-#define MIN_PAGES 64u
+#define MIN_PAGES  64u
 
 /* Page buffers come from 256 KiB chunks carved into 4 KiB pages and are recycled through a
  * free list: memory stays at the cache's high-water mark instead of fragmenting the heap
@@ -20,7 +20,7 @@
 
 struct page_pool {
     pthread_mutex_t lock;
-    void *free_list;     /* each free buffer's first word links to the next */
+    void *free_list; /* each free buffer's first word links to the next */
     void **chunks;
     size_t nchunks, capchunks;
 };
@@ -31,10 +31,10 @@ struct pcache {
     pthread_mutex_t lock;
     pthread_cond_t loaded; /* broadcast when any page finishes loading */
     struct page **buckets;
-    size_t nbuckets;       /* power of two */
-    struct page lru;       /* sentinel: lru.lru_next is the least recently used */
+    size_t nbuckets;                /* power of two */
+    struct page lru;                /* sentinel: lru.lru_next is the least recently used */
     struct page dirty[PAGE_SPACES]; /* sentinels of the dirty lists, oldest first */
-    size_t ndirty[PAGE_SPACES]; /* changed under the lock (atomically: read without it) */
+    size_t ndirty[PAGE_SPACES];     /* changed under the lock (atomically: read without it) */
     uint64_t max_pages;
     uint64_t pages;
     atomic_uint_fast64_t hits, misses, evictions, load_errors;
@@ -485,8 +485,8 @@ void pcache_mark_clean(struct pcache *c, struct page *p, uint64_t blkaddr)
     pthread_mutex_unlock(&c->lock);
 }
 
-void pcache_mark_clean_many(struct pcache *c, struct page *const *pages,
-                            const uint32_t *blkaddrs, size_t n)
+void pcache_mark_clean_many(struct pcache *c, struct page *const *pages, const uint32_t *blkaddrs,
+                            size_t n)
 {
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < n; i++)

@@ -12,10 +12,10 @@ int cli_apply_options(struct f2fuse_options *opts, struct f2fuse_test_options *t
 
 int walk_main(int argc, char **argv);
 int stat_main(int argc, char **argv);
-int set_main(int argc, char **argv);  /* main.c: f2fuse set */
-int sync_main(int argc, char **argv); /* main.c: f2fuse sync */
-int trim_main(int argc, char **argv); /* trim.c */
-int info_main(int argc, char **argv); /* info.c */
+int set_main(int argc, char **argv);      /* main.c: f2fuse set */
+int sync_main(int argc, char **argv);     /* main.c: f2fuse sync */
+int trim_main(int argc, char **argv);     /* trim.c */
+int info_main(int argc, char **argv);     /* info.c */
 int unsparse_main(int argc, char **argv); /* unsparse.c */
 
 #endif

@@ -13,8 +13,8 @@
 #include "cli/cli.h"
 #include "cli/progress.h"
 
-static const char *const log_names[F2FUSE_INFO_LOGS] = {
-    "hot_data", "warm_data", "cold_data", "hot_node", "warm_node", "cold_node"};
+static const char *const log_names[F2FUSE_INFO_LOGS] = {"hot_data", "warm_data", "cold_data",
+                                                        "hot_node", "warm_node", "cold_node"};
 
 static void uuid_string(const uint8_t *u, char *out)
 {
@@ -86,8 +86,7 @@ static void print_json(FILE *out, const char *image, const struct f2fuse_info *i
             "\"main\": %u}, \"main_blkaddr\": %u, \"max_nid\": %u},\n",
             U(in->device_bytes), U(in->block_count), in->segment_count, in->segs_per_sec,
             in->secs_per_zone, in->section_count, in->segments_cp, in->segments_sit,
-            in->segments_nat, in->segments_ssa, in->segments_main, in->main_blkaddr,
-            in->max_nid);
+            in->segments_nat, in->segments_ssa, in->segments_main, in->main_blkaddr, in->max_nid);
     fprintf(out, "  \"checkpoint\": {\"current_pack\": %u, \"version\": %llu, ", in->cp_pack,
             U(in->cp_version));
     if (in->other_pack_valid)
@@ -101,15 +100,14 @@ static void print_json(FILE *out, const char *image, const struct f2fuse_info *i
             "  \"clean_unmount\": %s,\n  \"in_use\": %s,\n  \"needs_fsck\": %s,\n"
             "  \"orphans\": %u,\n  \"fsync_nodes_to_recover\": %u,\n",
             in->clean_unmount ? "true" : "false", in->in_use ? "true" : "false",
-            in->needs_fsck ? "true" : "false",
-            in->orphans, in->fsync_nodes);
+            in->needs_fsck ? "true" : "false", in->orphans, in->fsync_nodes);
     fprintf(out,
             "  \"space\": {\"user_blocks\": %llu, \"valid_blocks\": %llu, \"free_blocks\": %llu, "
             "\"free_bytes\": %llu, \"valid_nodes\": %u, \"valid_inodes\": %u, "
             "\"free_segments\": %u, \"overprovision_segments\": %u, \"reserved_segments\": %u},\n",
-            U(in->user_blocks), U(in->valid_blocks), U(in->free_blocks),
-            U(in->free_blocks * 4096), in->valid_nodes, in->valid_inodes, in->free_segments,
-            in->overprov_segments, in->reserved_segments);
+            U(in->user_blocks), U(in->valid_blocks), U(in->free_blocks), U(in->free_blocks * 4096),
+            in->valid_nodes, in->valid_inodes, in->free_segments, in->overprov_segments,
+            in->reserved_segments);
     if (!in->usage_known) {
         fputs("  \"usage\": null\n}\n", out);
         return;
@@ -134,11 +132,13 @@ static void print_text(FILE *out, const char *image, const struct f2fuse_info *i
     fprintf(out, "made by        %s\n", in->init_version);
     fprintf(out, "last written   %s\n", in->version);
     fprintf(out, "features       %s\n", in->feature_names[0] ? in->feature_names : "(none)");
-    fprintf(out, "geometry       %llu blocks of 4 KiB, %u segments of 2 MiB, %u segment(s) per "
-                 "section, %u section(s) per zone\n",
+    fprintf(out,
+            "geometry       %llu blocks of 4 KiB, %u segments of 2 MiB, %u segment(s) per "
+            "section, %u section(s) per zone\n",
             U(in->block_count), in->segment_count, in->segs_per_sec, in->secs_per_zone);
-    fprintf(out, "areas          checkpoint %u, SIT %u, NAT %u, SSA %u, main %u segments "
-                 "(main area from block %u); %u node ids\n",
+    fprintf(out,
+            "areas          checkpoint %u, SIT %u, NAT %u, SSA %u, main %u segments "
+            "(main area from block %u); %u node ids\n",
             in->segments_cp, in->segments_sit, in->segments_nat, in->segments_ssa,
             in->segments_main, in->main_blkaddr, in->max_nid);
     fprintf(out, "checkpoint     pack %u is current, version %llu", in->cp_pack, U(in->cp_version));
@@ -156,8 +156,9 @@ static void print_text(FILE *out, const char *image, const struct f2fuse_info *i
     if (in->clean_unmount)
         fprintf(out, "clean: the last mount ended with an unmount\n");
     else
-        fprintf(out, "NOT cleanly unmounted: %u orphan inode(s) and %u node(s) "
-                     "written by fsync wait for a read-write mount to recover them\n",
+        fprintf(out,
+                "NOT cleanly unmounted: %u orphan inode(s) and %u node(s) "
+                "written by fsync wait for a read-write mount to recover them\n",
                 in->orphans, in->fsync_nodes);
     if (in->needs_fsck)
         fprintf(out, "               marked as needing fsck.f2fs (f2fuse mounts it read-only)\n");
@@ -165,7 +166,8 @@ static void print_text(FILE *out, const char *image, const struct f2fuse_info *i
     progress_human(in->user_blocks * 4096, user_h, sizeof(user_h));
     progress_human(in->valid_blocks * 4096, used_h, sizeof(used_h));
     fprintf(out, "space          %s used of %s (%.1f%%), %s free; %u inodes, %u nodes\n", used_h,
-            user_h, in->user_blocks ? 100.0 * (double)in->valid_blocks / (double)in->user_blocks : 0,
+            user_h,
+            in->user_blocks ? 100.0 * (double)in->valid_blocks / (double)in->user_blocks : 0,
             free_h, in->valid_inodes, in->valid_nodes);
     fprintf(out, "segments       %u free, %u overprovisioned, %u reserved\n", in->free_segments,
             in->overprov_segments, in->reserved_segments);
@@ -193,8 +195,7 @@ static void print_partitions(FILE *out, bool json, const char *image, const char
             const struct f2fuse_partition *p = &parts[i];
             fprintf(out, "%s\n    {\"number\": %u, \"name\": ", i ? "," : "", p->number);
             json_string(out, p->name);
-            fprintf(out, ", \"start\": %llu, \"size\": %llu, \"type\": ", U(p->start),
-                    U(p->size));
+            fprintf(out, ", \"start\": %llu, \"size\": %llu, \"type\": ", U(p->start), U(p->size));
             json_string(out, p->type);
             fputs(", \"type_name\": ", out);
             if (p->type_name)
@@ -282,8 +283,8 @@ int info_main(int argc, char **argv)
     }
     if (!opts.offset && !opts.partition[0] && list_partitions(json, image))
         return 0;
-    opts.read_only = true;      /* whatever -o said: info writes nothing */
-    opts.backend = "psync";     /* a few reads: no io_uring set-up, no O_DIRECT needed */
+    opts.read_only = true;  /* whatever -o said: info writes nothing */
+    opts.backend = "psync"; /* a few reads: no io_uring set-up, no O_DIRECT needed */
     struct f2fuse *fs;
     int err = f2fuse_open_test(image, &opts, &test, &fs);
     if (err) {

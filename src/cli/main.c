@@ -129,17 +129,18 @@ static int options_main(int argc, char **argv)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: f2fuse [-f] [-d] [-s] [-o OPTIONS] IMAGE MOUNTPOINT   mount\n"
-            "       f2fuse info [--json] [-o offset=|partition=] IMAGE   summary of an image (or a disk's partitions), offline\n"
-            "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
-            "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
-            "       f2fuse set MOUNTPOINT NAME=VALUE...    change tunables of a running mount\n"
-            "       f2fuse sync MOUNTPOINT...              make everything written durable\n"
-            "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
-            "       f2fuse unsparse [-f] SPARSE RAW        expand an Android sparse image to a raw one\n"
-            "       f2fuse options [--troff]               every -o option: help, default, range\n"
-            "mount flags: -f foreground, -d debug (implies -f), -s single-threaded\n");
+    fprintf(
+        out,
+        "usage: f2fuse [-f] [-d] [-s] [-o OPTIONS] IMAGE MOUNTPOINT   mount\n"
+        "       f2fuse info [--json] [-o offset=|partition=] IMAGE   summary of an image (or a disk's partitions), offline\n"
+        "       f2fuse walk [-q] [-o OPTIONS] IMAGE   read everything offline, one line per entry\n"
+        "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
+        "       f2fuse set MOUNTPOINT NAME=VALUE...    change tunables of a running mount\n"
+        "       f2fuse sync MOUNTPOINT...              make everything written durable\n"
+        "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
+        "       f2fuse unsparse [-f] SPARSE RAW        expand an Android sparse image to a raw one\n"
+        "       f2fuse options [--troff]               every -o option: help, default, range\n"
+        "mount flags: -f foreground, -d debug (implies -f), -s single-threaded\n");
     mount_options_help(out);
     fprintf(out, "manual: man 8 f2fuse\n");
 }

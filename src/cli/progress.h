@@ -15,10 +15,10 @@
 
 struct progress {
     const char *label;
-    bool draw;         /* stderr is a terminal */
-    bool bytes;        /* amounts are bytes (shown as KiB/MiB/GiB), else items */
-    bool drawn;        /* a line is on screen and needs ending */
-    int stop_signal;   /* the signal that asked for a stop, or 0 */
+    bool draw;       /* stderr is a terminal */
+    bool bytes;      /* amounts are bytes (shown as KiB/MiB/GiB), else items */
+    bool drawn;      /* a line is on screen and needs ending */
+    int stop_signal; /* the signal that asked for a stop, or 0 */
     double start, last;
     sigset_t old_mask;
 };

@@ -23,10 +23,26 @@ static int parse_bytes(const char *v, uint64_t *out)
         return -1;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        end++;
+        break;
     default: break;
     }
     if (*end || n > (UINT64_MAX >> shift))
@@ -40,8 +56,8 @@ struct trim_args {
 };
 
 /* start/len/minlen are the trim's; anything else is a library option (discard_mode=...). */
-static int apply(struct trim_args *t, struct f2fuse_options *opts,
-                 struct f2fuse_test_options *test, const char *list)
+static int apply(struct trim_args *t, struct f2fuse_options *opts, struct f2fuse_test_options *test,
+                 const char *list)
 {
     char *copy = strdup(list), *save = NULL;
     if (!copy)

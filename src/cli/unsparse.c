@@ -26,7 +26,7 @@ struct unsparse {
     uint64_t pos;        /* where its next bytes go */
     uint64_t total;
     struct progress progress;
-    int err;             /* -errno of a failed write, -EINTR on Ctrl-C */
+    int err; /* -errno of a failed write, -EINTR on Ctrl-C */
 };
 
 static bool all_zero(const uint8_t *p, size_t n)
@@ -127,8 +127,10 @@ int unsparse_main(int argc, char **argv)
     uint8_t head[4];
     if (pread(in_fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
         !blk_sparse_magic(head, sizeof(head))) {
-        fprintf(stderr, "f2fuse: error: %s is not an Android sparse image (no sparse magic "
-                "0x%08x at its start); a raw image needs no unsparse\n", in, BLK_SPARSE_MAGIC);
+        fprintf(stderr,
+                "f2fuse: error: %s is not an Android sparse image (no sparse magic "
+                "0x%08x at its start); a raw image needs no unsparse\n",
+                in, BLK_SPARSE_MAGIC);
         close(in_fd);
         return 1;
     }
@@ -165,8 +167,8 @@ int unsparse_main(int argc, char **argv)
     progress_end(&u.progress);
     if (close(u.out_fd) < 0 && !err)
         err = -errno;
-    if (!err && (force ? rename(tmp, out) : renameat2(AT_FDCWD, tmp, AT_FDCWD, out,
-                                                       RENAME_NOREPLACE)) < 0)
+    if (!err &&
+        (force ? rename(tmp, out) : renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_NOREPLACE)) < 0)
         err = -errno;
     if (err) {
         unlink(tmp);

@@ -29,7 +29,7 @@ struct walk {
     size_t nseen, capseen;
     struct progress prog; /* entries walked of the inodes the checkpoint counts */
     uint64_t inodes;
-    bool stopped;         /* Ctrl-C: no further entries */
+    bool stopped; /* Ctrl-C: no further entries */
 };
 
 static void problem(struct walk *w, const char *path, const char *what, int err)
@@ -187,7 +187,11 @@ static void walk_entry(struct walk *w, const char *path, uint32_t ino)
             printf("l %06o %u %zd %s -> %s\n", a.mode & 07777, a.nlink, n, path, target);
         }
     } else if (!w->quiet) {
-        printf("%c %06o %u %llu - %s\n", S_ISFIFO(a.mode) ? 'p' : S_ISSOCK(a.mode) ? 's' : S_ISCHR(a.mode) ? 'c' : 'b',
+        printf("%c %06o %u %llu - %s\n",
+               S_ISFIFO(a.mode)   ? 'p'
+               : S_ISSOCK(a.mode) ? 's'
+               : S_ISCHR(a.mode)  ? 'c'
+                                  : 'b',
                a.mode & 07777, a.nlink, (unsigned long long)a.size, path);
     }
     walk_xattrs(w, path, ino);

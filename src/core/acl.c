@@ -74,12 +74,9 @@ static int acl_masq(uint8_t *v, size_t len, uint32_t *mode)
             m &= (uint32_t)perm << 6 | ~0700u;
             e->e_perm = htole16(perm);
             break;
-        case ACL_USER: case ACL_GROUP:
-            extended = 1;
-            break;
-        case ACL_GROUP_OBJ:
-            group = e;
-            break;
+        case ACL_USER:
+        case ACL_GROUP: extended = 1; break;
+        case ACL_GROUP_OBJ: group = e; break;
         case ACL_MASK:
             mask = e;
             extended = 1;
@@ -89,8 +86,7 @@ static int acl_masq(uint8_t *v, size_t len, uint32_t *mode)
             m &= perm | ~7u;
             e->e_perm = htole16(perm);
             break;
-        default:
-            return -EIO;
+        default: return -EIO;
         }
     }
     struct f2fs_acl_entry *g = mask ? mask : group;
@@ -103,8 +99,8 @@ static int acl_masq(uint8_t *v, size_t len, uint32_t *mode)
     return extended;
 }
 
-int acl_create(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-               uint32_t *mode, uint32_t umask, struct acl_inherited *out)
+int acl_create(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage, uint32_t *mode,
+               uint32_t umask, struct acl_inherited *out)
 {
     memset(out, 0, sizeof(*out));
     if (S_ISLNK(*mode))

@@ -13,9 +13,15 @@ struct inode_info;
 
 /* The kernel's posix_acl xattr form (what getxattr shows, what xattr.c converts from). */
 #define ACL_XATTR_VERSION 2u
-#define ACL_UNDEFINED_ID 0xFFFFFFFFu
-enum { ACL_USER_OBJ = 0x01, ACL_USER = 0x02, ACL_GROUP_OBJ = 0x04, ACL_GROUP = 0x08,
-       ACL_MASK = 0x10, ACL_OTHER = 0x20 };
+#define ACL_UNDEFINED_ID  0xFFFFFFFFu
+enum {
+    ACL_USER_OBJ = 0x01,
+    ACL_USER = 0x02,
+    ACL_GROUP_OBJ = 0x04,
+    ACL_GROUP = 0x08,
+    ACL_MASK = 0x10,
+    ACL_OTHER = 0x20
+};
 
 /* What a new inode takes from its parent (xattr form, malloc'ed; NULL: nothing). */
 struct acl_inherited {
@@ -27,8 +33,8 @@ struct acl_inherited {
  * it gets.  With a default ACL on dir, that ACL masks it (the umask is not used) and becomes
  * the new access ACL unless the result says no more than the mode, and a new directory's
  * default ACL; without one, the umask masks it.  Symlinks take neither. */
-int acl_create(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-               uint32_t *mode, uint32_t umask, struct acl_inherited *out);
+int acl_create(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage, uint32_t *mode,
+               uint32_t umask, struct acl_inherited *out);
 /* After: stores them on the new inode. */
 int acl_init(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
              const struct acl_inherited *acls);

@@ -42,7 +42,8 @@ static bool cp_block_valid(const uint8_t *blk, uint64_t *ver, char *why, size_t 
     /* With the large NAT bitmap the checksum sits early and covers the rest of the block. */
     uint32_t crc = f2fs_crc32(F2FS_SUPER_MAGIC, blk, crc_off);
     if (crc_off + sizeof(stored) < F2FS_BLKSIZE)
-        crc = f2fs_crc32(crc, blk + crc_off + sizeof(stored), F2FS_BLKSIZE - crc_off - sizeof(stored));
+        crc = f2fs_crc32(crc, blk + crc_off + sizeof(stored),
+                         F2FS_BLKSIZE - crc_off - sizeof(stored));
     if (crc != le32(stored)) {
         snprintf(why, n, "checksum mismatch (stored 0x%08x, computed 0x%08x)", le32(stored), crc);
         return false;
@@ -169,8 +170,8 @@ static int nat_journal_load(struct f2fuse *fs)
     } else {
         uint32_t nr = (flags & (CP_UMOUNT_FLAG | CP_FASTBOOT_FLAG)) ? 6 : 3;
         if (total < nr + 2)
-            return CP_CORRUPT(fs, "checkpoint: pack of %u blocks cannot hold %u summaries",
-                              total, nr);
+            return CP_CORRUPT(fs, "checkpoint: pack of %u blocks cannot hold %u summaries", total,
+                              nr);
         blk = fs->cp_start + total - (nr + 1);
         journal_off = offsetof(struct f2fs_summary_block, journal);
     }
@@ -191,8 +192,8 @@ static int nat_journal_load(struct f2fuse *fs)
                           NAT_JOURNAL_ENTRIES);
     for (unsigned i = 0; i < n; i++) {
         if (le32(journal.nat.entries[i].nid) >= fs->max_nid)
-            return CP_CORRUPT(fs, "checkpoint: NAT journal entry %u names nid %u out of range",
-                              i, le32(journal.nat.entries[i].nid));
+            return CP_CORRUPT(fs, "checkpoint: NAT journal entry %u names nid %u out of range", i,
+                              le32(journal.nat.entries[i].nid));
         fs->nat_journal[i] = journal.nat.entries[i];
     }
     fs->nat_journal_count = n;
@@ -213,7 +214,8 @@ int checkpoint_load(struct f2fuse *fs)
     for (int i = 0; i < 2; i++)
         if (errs[i] && errs[i] != -EUCLEAN) {
             log_err("cannot read checkpoint pack %d (%s); refusing to mount rather than fall "
-                    "back to a possibly older checkpoint", i + 1, why[i]);
+                    "back to a possibly older checkpoint",
+                    i + 1, why[i]);
             free(packs[!i].blocks);
             return errs[i];
         }
@@ -247,7 +249,7 @@ int checkpoint_load(struct f2fuse *fs)
 struct orphan_block {
     uint32_t ino[ORPHANS_PER_BLOCK];
     uint32_t reserved;
-    uint16_t blk_addr;  /* 1-based index of this block among the orphan blocks */
+    uint16_t blk_addr; /* 1-based index of this block among the orphan blocks */
     uint16_t blk_count;
     uint32_t entry_count;
     uint32_t check_sum;
@@ -259,7 +261,10 @@ static_assert(sizeof(struct orphan_block) == F2FS_BLKSIZE, "orphan block");
  * itself. */
 static int cp_write(struct f2fuse *fs, uint64_t off, const void *buf, size_t len)
 {
-    struct blk_req req = {.op = BLK_WRITE, .prio = fs->io_prio, .off = off, .len = len,
+    struct blk_req req = {.op = BLK_WRITE,
+                          .prio = fs->io_prio,
+                          .off = off,
+                          .len = len,
                           .buf = (void *)(uintptr_t)buf};
     struct blk_req *r = &req;
     return blk_submit_wait(fs->dev, &r, 1);
@@ -281,8 +286,8 @@ static int cp_flush(struct f2fuse *fs)
  * overwritten.  Data the flusher wrote is on disk before this starts (it holds cp_lock
  * while its blocks are in flight), so the flush before the last block covers it too.
  * The caller holds cp_lock for writing. */
-int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope,
-                     const uint32_t *orphans, uint32_t norphans)
+int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope, const uint32_t *orphans,
+                     uint32_t norphans)
 {
     bool all = umount || scope == CP_ALL_DATA || fs->opts.checkpoint_all_data;
     int err = all ? data_writeback(fs, 0) : data_writeback_metadata(fs);

@@ -17,8 +17,8 @@ struct f2fuse;
 enum cp_scope { CP_METADATA, CP_ALL_DATA };
 
 int checkpoint_load(struct f2fuse *fs);
-int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope,
-                     const uint32_t *orphans, uint32_t norphans);
+int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope, const uint32_t *orphans,
+                     uint32_t norphans);
 /* The orphan inodes the valid checkpoint lists (malloc'ed array). */
 int checkpoint_read_orphans(struct f2fuse *fs, uint32_t **out, uint32_t *count);
 

@@ -53,7 +53,8 @@ static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio, enum cp_scope s
         err = checkpoint_write(fs, false, scope, orphans, orphans ? n : 0);
     if (err && fs_first_write_error(fs, err))
         log_err("checkpoint failed: %s; the mount turns read-only and the image keeps its "
-                "last checkpoint", strerror(-err));
+                "last checkpoint",
+                strerror(-err));
     pthread_rwlock_unlock(&fs->cp_lock);
     free(orphans);
     return err;
@@ -192,8 +193,7 @@ int checkpoint_request(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scop
     return checkpoint_request_by(fs, prio, 0, scope);
 }
 
-int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid,
-                          enum cp_scope scope)
+int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid, enum cp_scope scope)
 {
     if (!fs->seg)
         return 0;

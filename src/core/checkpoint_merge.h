@@ -13,7 +13,7 @@
 
 struct f2fuse;
 
-#define CP_WAIT_BUCKETS 40 /* log2 buckets of microseconds: up to ~6 days */
+#define CP_WAIT_BUCKETS   40 /* log2 buckets of microseconds: up to ~6 days */
 #define CP_RECENT_CALLERS 16 /* callers the merging daemon remembers for batching */
 
 /* Checkpoint requests (checkpoint_merge.c). */
@@ -41,8 +41,7 @@ struct cp_control {
  * committed (merged requests get the widest scope among them). */
 int checkpoint_request(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scope);
 /* The same for a known caller (thread id; 0 = anonymous: timer, pressure, GC). */
-int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid,
-                          enum cp_scope scope);
+int checkpoint_request_by(struct f2fuse *fs, enum blk_prio prio, uint32_t tid, enum cp_scope scope);
 int checkpoint_merge_start(struct f2fuse *fs);
 void checkpoint_merge_stop(struct f2fuse *fs);
 void checkpoint_merge_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);

@@ -35,7 +35,8 @@ int fs_op_result(struct f2fuse *fs, const char *op, int err)
         return err;
     if (fs_first_write_error(fs, err))
         log_err("%s failed part-way: %s; the mount turns read-only (no further checkpoint) "
-                "so that no half-done change reaches the image", op, strerror(-err));
+                "so that no half-done change reaches the image",
+                op, strerror(-err));
     return err;
 }
 

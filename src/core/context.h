@@ -38,19 +38,19 @@ struct f2fuse {
 
     struct f2fs_super_block sb; /* the valid copy, as on disk */
     uint32_t features;
-    uint32_t main_blkaddr;      /* first block of the main area */
-    uint32_t main_blkend;       /* one past its last block */
+    uint32_t main_blkaddr; /* first block of the main area */
+    uint32_t main_blkend;  /* one past its last block */
     uint32_t nat_blkaddr;
-    uint32_t nat_blocks;        /* blocks in one NAT copy */
-    uint32_t max_nid;           /* nids are < max_nid */
+    uint32_t nat_blocks; /* blocks in one NAT copy */
+    uint32_t max_nid;    /* nids are < max_nid */
     uint32_t root_ino;
-    uint32_t uuid_crc;          /* inode checksum seed: crc over the uuid */
+    uint32_t uuid_crc; /* inode checksum seed: crc over the uuid */
 
-    void *cp_block;             /* the valid checkpoint's first block (4 KiB) */
+    void *cp_block; /* the valid checkpoint's first block (4 KiB) */
     const struct f2fs_checkpoint *cp;
     uint64_t cp_ver;
-    uint32_t cp_start;          /* first block of the valid pack */
-    const uint8_t *nat_bitmap;  /* which copy of each NAT block is current (in cp_block) */
+    uint32_t cp_start;         /* first block of the valid pack */
+    const uint8_t *nat_bitmap; /* which copy of each NAT block is current (in cp_block) */
     uint32_t nat_bitmap_bytes;
 
     struct nat_journal_entry nat_journal[NAT_JOURNAL_ENTRIES];
@@ -75,7 +75,7 @@ struct f2fuse {
     pthread_rwlock_t inode_locks[INODE_LOCK_STRIPES];
     atomic_uint_fast64_t data_pages_written, node_pages_written;
     atomic_uint_fast32_t next_generation;
-    int write_error;            /* set when a checkpoint failed: the mount turns read-only */
+    int write_error; /* set when a checkpoint failed: the mount turns read-only */
 
     /* References the caller holds (opens, FUSE lookups): namei.c. */
     pthread_mutex_t ref_lock;

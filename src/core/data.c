@@ -50,8 +50,8 @@ static int path_of(uint32_t addrs_per_inode, uint64_t index, struct node_path *p
         index -= n * d;
     }
     if (index < n * n * d) {
-        *p = (struct node_path){3, {4, (uint32_t)(index / (n * d)), (uint32_t)(index / d % n),
-                                    (uint32_t)(index % d)}};
+        *p = (struct node_path){
+            3, {4, (uint32_t)(index / (n * d)), (uint32_t)(index / d % n), (uint32_t)(index % d)}};
         return 0;
     }
     return -EFBIG;
@@ -188,8 +188,8 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
     return index + (range[level] - pos % range[level]);
 }
 
-#define READ_CHUNK_BLOCKS 256  /* map and submit at most 1 MiB at a time */
-#define CACHED_ADDR NEW_ADDR   /* in data_read's map: served from the page cache */
+#define READ_CHUNK_BLOCKS 256      /* map and submit at most 1 MiB at a time */
+#define CACHED_ADDR       NEW_ADDR /* in data_read's map: served from the page cache */
 
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off)
@@ -269,8 +269,8 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
             } else {
                 uint64_t dev_off = (uint64_t)addrs[i] * F2FS_BLKSIZE +
                                    (from - (first + i) * F2FS_BLKSIZE);
-                reqs[nreq] = (struct blk_req){.op = BLK_READ, .off = dev_off, .len = to - from,
-                                              .buf = dst};
+                reqs[nreq] = (struct blk_req){
+                    .op = BLK_READ, .off = dev_off, .len = to - from, .buf = dst};
                 rp[nreq] = &reqs[nreq];
                 nreq++;
             }
@@ -293,8 +293,7 @@ static uint32_t node_offset_of(const struct node_path *p, int level)
     const uint32_t n = NIDS_PER_BLOCK;
     uint32_t slot = p->offsets[0];
     switch (p->depth) {
-    case 1:
-        return 1 + slot;
+    case 1: return 1 + slot;
     case 2: {
         uint32_t ind = slot == 2 ? 3 : 4 + n;
         return level == 1 ? ind : ind + 1 + p->offsets[1];
@@ -323,7 +322,9 @@ int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage
     if (err)
         return err;
     if (p.depth == 0) {
-        *dn = (struct dnode){.page = ipage, .nid = ii->ino, .ofs = p.offsets[0],
+        *dn = (struct dnode){.page = ipage,
+                             .nid = ii->ino,
+                             .ofs = p.offsets[0],
                              .addr = INODE_ADDR(ipage, ii->extra_isize / 4 + p.offsets[0])};
         return 0;
     }
@@ -354,8 +355,10 @@ int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage
             pcache_put(fs->cache, parent);
         parent = page;
         if (level == p.depth) {
-            *dn = (struct dnode){.page = page, .nid = le32(page_node(page)->footer.nid),
-                                 .ofs = p.offsets[level], .addr = NODE_SLOT(page, p.offsets[level])};
+            *dn = (struct dnode){.page = page,
+                                 .nid = le32(page_node(page)->footer.nid),
+                                 .ofs = p.offsets[level],
+                                 .addr = NODE_SLOT(page, p.offsets[level])};
             return 0;
         }
         slot = NODE_SLOT(page, p.offsets[level]);
@@ -401,8 +404,8 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
         extent_forget_block(&page_node(ipage)->i, index);
         reserved = true;
     } else if (addr != NEW_ADDR && !blkaddr_in_main(fs, addr)) {
-        err = fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area",
-                         ii->ino, (unsigned long long)index, addr);
+        err = fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area", ii->ino,
+                         (unsigned long long)index, addr);
     } else if (keep_old && addr != NEW_ADDR) {
         from = addr;
     }
@@ -427,8 +430,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     return 0;
 }
 
-int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
-                       uint64_t index)
+int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index)
 {
     struct dnode dn;
     int err = dnode_get(fs, ii, ipage, index, true, &dn);
@@ -609,8 +611,7 @@ static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
  * first_free on; frees the node itself when nothing before first_free is left in it.
  * depth 1 = direct node.  Returns 1 when the node was freed, 0 if not, or -errno. */
 static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                         uint32_t nid, int depth, uint64_t base, uint64_t span,
-                         uint64_t first_free)
+                         uint32_t nid, int depth, uint64_t base, uint64_t span, uint64_t first_free)
 {
     struct page *page;
     int err = node_get(fs, nid, ii->ino, &page);
@@ -718,8 +719,8 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
             return err;
         /* The kept part of the last block must read as zeros past the new end. */
         if (new_size % F2FS_BLKSIZE && new_size < old_size) {
-            err = zero_block_tail(fs, ii, ipage, new_size / F2FS_BLKSIZE,
-                                  new_size % F2FS_BLKSIZE, false);
+            err = zero_block_tail(fs, ii, ipage, new_size / F2FS_BLKSIZE, new_size % F2FS_BLKSIZE,
+                                  false);
             if (err < 0)
                 return err;
         }
@@ -811,7 +812,8 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
             pcache_mark_dirty(fs->cache, dn.page); /* its pointers change below */
             dn_dirty = true;
         }
-        struct f2fs_summary sum = {.nid = htole32(dn.nid), .version = ne.version,
+        struct f2fs_summary sum = {.nid = htole32(dn.nid),
+                                   .version = ne.version,
                                    .ofs_in_node = htole16((uint16_t)dn.ofs)};
         enum log_type log = S_ISDIR(ii->mode) ? LOG_HOT_DATA
                             : dpage->gc_cold  ? LOG_COLD_DATA
@@ -876,9 +878,11 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
             err = data_assign_blocks(fs, &ii, ipage, pages + i, next - i, addrs + i, &done);
             pcache_put(fs->cache, ipage);
             for (size_t k = i; k < i + done; k++) {
-                reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = prio,
+                reqs[nreq] = (struct blk_req){.op = BLK_WRITE,
+                                              .prio = prio,
                                               .off = (uint64_t)addrs[k] * F2FS_BLKSIZE,
-                                              .len = F2FS_BLKSIZE, .buf = pages[k]->data};
+                                              .len = F2FS_BLKSIZE,
+                                              .buf = pages[k]->data};
                 rp[nreq] = &reqs[nreq];
                 nreq++;
             }

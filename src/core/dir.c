@@ -62,14 +62,14 @@ static uint32_t slots_for(uint32_t name_len)
 /* Checks the used entry at pos; returns the number of slots it takes or -EIO.  Callers
  * skip a damaged slot and go on, as the kernel does: one bad entry must not hide the rest
  * of the directory. */
-static int entry_check(struct f2fuse *fs, const struct inode_info *dir,
-                       const struct dentry_view *v, uint32_t pos)
+static int entry_check(struct f2fuse *fs, const struct inode_info *dir, const struct dentry_view *v,
+                       uint32_t pos)
 {
     const struct f2fs_dir_entry *de = &v->dentry[pos];
     uint32_t len = le16(de->name_len);
     if (len == 0 || len > F2FS_NAME_LEN || pos + slots_for(len) > v->slots)
-        return fs_corrupt(fs, "directory %u: entry at slot %u has a bad name length %u",
-                          dir->ino, pos, len);
+        return fs_corrupt(fs, "directory %u: entry at slot %u has a bad name length %u", dir->ino,
+                          pos, len);
     return (int)slots_for(len);
 }
 
@@ -249,8 +249,10 @@ int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpa
         pcache_put(fs->cache, loc.page);
     }
     if (!nid_valid(fs, *ino))
-        return fs_corrupt(fs, "directory %u: entry for a name of %zu bytes points to invalid "
-                              "inode %u", dir->ino, len, *ino);
+        return fs_corrupt(fs,
+                          "directory %u: entry for a name of %zu bytes points to invalid "
+                          "inode %u",
+                          dir->ino, len, *ino);
     return 0;
 }
 
@@ -397,8 +399,7 @@ static void set_size(struct inode_info *dir, struct page *dpage, uint64_t size)
 /* Puts an entry into the lowest level whose bucket for hash has room; a new level when none
  * has (f2fs_add_regular_entry). */
 static int add_block_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
-                           const char *name, size_t len, uint32_t hash, uint32_t ino,
-                           uint8_t type)
+                           const char *name, size_t len, uint32_t hash, uint32_t ino, uint8_t type)
 {
     uint32_t slots = slots_for((uint32_t)len);
     uint32_t depth = dir->current_depth;
@@ -501,9 +502,8 @@ static int rehash_inline_entries(struct f2fuse *fs, struct inode_info *dir, stru
             continue;
         }
         const struct f2fs_dir_entry *de = &from.dentry[pos];
-        err = add_block_entry(fs, dir, dpage, (const char *)from.filename[pos],
-                              le16(de->name_len), le32(de->hash_code), le32(de->ino),
-                              de->file_type);
+        err = add_block_entry(fs, dir, dpage, (const char *)from.filename[pos], le16(de->name_len),
+                              le32(de->hash_code), le32(de->ino), de->file_type);
         pos += (uint32_t)slots;
     }
     if (err) {

@@ -49,16 +49,16 @@
 #include "util/log.h"
 #include "util/stats.h"
 
-#define SEG_BLKS F2FS_BLOCKS_PER_SEG
-#define SEG_WORDS (SEG_BLKS / 64)
+#define SEG_BLKS          F2FS_BLOCKS_PER_SEG
+#define SEG_WORDS         (SEG_BLKS / 64)
 #define DEFAULT_MAX_BYTES (64ull << 20)
-#define DEFAULT_QD 32u
-#define ROUND_RANGES 1024u    /* background round; then a FITRIM may take over */
+#define DEFAULT_QD        32u
+#define ROUND_RANGES      1024u /* background round; then a FITRIM may take over */
 /* Online discard leaves runs shorter than this queued (the kernel's background policy,
  * DEFAULT_DISCARD_GRANULARITY): scattered single blocks freed by random overwrites would
  * cost a request each, in the foreground's way, for little; a FITRIM, a later neighbour
  * or the unmount drain takes them. */
-#define ONLINE_MIN_BLOCKS 16u
+#define ONLINE_MIN_BLOCKS    16u
 #define UMOUNT_DRAIN_SECONDS 5 /* the kernel's DEF_UMOUNT_DISCARD_TIMEOUT */
 /* Online discard waits for discard_idle_ms without writes (the kernel's io_aware policy:
  * on an image file a discard is a hole punched into the host file, which the host file
@@ -109,13 +109,13 @@ struct discard_control {
     pthread_t thread;
     bool thread_running, stopping;
     uint64_t drain_until_ns;
-    uint64_t idle_ns;                         /* discard_idle_ms */
+    uint64_t idle_ns;                        /* discard_idle_ms */
     const atomic_uint_fast64_t *activity_ns; /* the mount's last write (NULL: no waiting) */
-    uint64_t deferred_since;                  /* when the thread first held work back */
+    uint64_t deferred_since;                 /* when the thread first held work back */
 
-    uint64_t st_candidates, st_queued, st_skipped_done, st_ranges, st_bytes, st_merges,
-        st_splits, st_errors, st_cancelled, st_waits, st_dropped, st_trims, st_trim_bytes,
-        st_inflight_max, st_idle_waits;
+    uint64_t st_candidates, st_queued, st_skipped_done, st_ranges, st_bytes, st_merges, st_splits,
+        st_errors, st_cancelled, st_waits, st_dropped, st_trims, st_trim_bytes, st_inflight_max,
+        st_idle_waits;
 };
 
 /* ---- per-segment bitmaps (NULL = no block, dc->full = every block) --------------------- */
@@ -258,11 +258,11 @@ static void update_flags(struct discard_control *dc, uint32_t s)
 }
 
 /* Calls fn for each segment piece of [blkaddr, blkaddr + len) (absolute addresses). */
-#define FOR_EACH_PIECE(dc, blkaddr, len, s, lo, hi)                                        \
-    for (uint32_t rel_ = (blkaddr) - (dc)->main_blkaddr, end_ = rel_ + (len), s, lo, hi;      \
-         rel_ < end_ && ((s = rel_ / SEG_BLKS), (lo = rel_ % SEG_BLKS),                       \
-                         (hi = end_ - s * SEG_BLKS < SEG_BLKS ? end_ - s * SEG_BLKS : SEG_BLKS), \
-                         true);                                                              \
+#define FOR_EACH_PIECE(dc, blkaddr, len, s, lo, hi)                                      \
+    for (uint32_t rel_ = (blkaddr) - (dc)->main_blkaddr, end_ = rel_ + (len), s, lo, hi; \
+         rel_ < end_ &&                                                                  \
+         ((s = rel_ / SEG_BLKS), (lo = rel_ % SEG_BLKS),                                 \
+          (hi = end_ - s * SEG_BLKS < SEG_BLKS ? end_ - s * SEG_BLKS : SEG_BLKS), true); \
          rel_ = s * SEG_BLKS + hi)
 
 /* ---- queue ----------------------------------------------------------------------------- */
@@ -274,7 +274,7 @@ static void queue_locked(struct discard_control *dc, uint32_t blkaddr, uint32_t 
         return;
     if (blkaddr + (uint64_t)len > main_end)
         len = (uint32_t)(main_end - blkaddr);
-    FOR_EACH_PIECE(dc, blkaddr, len, s, lo, hi) {
+    FOR_EACH_PIECE (dc, blkaddr, len, s, lo, hi) {
         const uint64_t *d = dc->done[s];
         unsigned added = 0, skipped = 0;
         if (d == dc->full) {
@@ -339,7 +339,8 @@ static bool find_run(struct discard_control *dc, uint32_t cursor, uint32_t end, 
             break;
     }
     /* Grow across segment boundaries while the next segment's run starts at its block 0. */
-    uint32_t rstart = s * SEG_BLKS + (dc->pend[s] == dc->full ? from : bits_next(dc->pend[s], from));
+    uint32_t rstart = s * SEG_BLKS +
+                      (dc->pend[s] == dc->full ? from : bits_next(dc->pend[s], from));
     uint32_t rlen = 0;
     for (uint32_t t = s; t <= last && rlen < max; t++) {
         unsigned b = t == s ? rstart % SEG_BLKS : 0;
@@ -371,7 +372,7 @@ static bool take_run(struct discard_control *dc, uint32_t *cursor, uint32_t end,
             break;
         *cursor = rstart + rlen;
     }
-    FOR_EACH_PIECE(dc, dc->main_blkaddr + rstart, rlen, t, lo, hi) {
+    FOR_EACH_PIECE (dc, dc->main_blkaddr + rstart, rlen, t, lo, hi) {
         dc->pending_blocks -= bits_range(dc, dc->pend, t, lo, hi, false);
         update_flags(dc, t);
     }
@@ -409,7 +410,7 @@ static void busy_unlink(struct discard_control *dc, struct dreq *d)
 static void retire_locked(struct discard_control *dc, struct dreq *d, int64_t result)
 {
     busy_unlink(dc, d);
-    FOR_EACH_PIECE(dc, d->start, d->len, s, lo, hi) {
+    FOR_EACH_PIECE (dc, d->start, d->len, s, lo, hi) {
         dc->inflight[s]--;
         if (result >= 0)
             dc->done_blocks += bits_range(dc, dc->done, s, lo, hi, true);
@@ -422,7 +423,8 @@ static void retire_locked(struct discard_control *dc, struct dreq *d, int64_t re
     } else {
         if (dc->st_errors++ == 0 && result != -EOPNOTSUPP)
             log_warn("a discard failed: %s; its blocks stay free, only the trim is lost "
-                     "(further failures are counted in discard.errors)", strerror((int)-result));
+                     "(further failures are counted in discard.errors)",
+                     strerror((int)-result));
         if (!is->err)
             is->err = (int)result;
         if (result == -EOPNOTSUPP && atomic_exchange(&dc->online, false))
@@ -487,14 +489,20 @@ static void issue(struct discard_control *dc, uint32_t start, uint32_t end, unsi
                 free(d);
                 break;
             }
-            *d = (struct dreq){.req = {.op = BLK_DISCARD, .prio = BLK_PRIO_LOW,
+            *d = (struct dreq){.req = {.op = BLK_DISCARD,
+                                       .prio = BLK_PRIO_LOW,
                                        .off = (uint64_t)rs * F2FS_BLKSIZE,
-                                       .len = (uint64_t)rl * F2FS_BLKSIZE, .done = dreq_done},
-                               .dc = dc, .is = is, .start = rs, .len = rl, .next = dc->busy};
+                                       .len = (uint64_t)rl * F2FS_BLKSIZE,
+                                       .done = dreq_done},
+                               .dc = dc,
+                               .is = is,
+                               .start = rs,
+                               .len = rl,
+                               .next = dc->busy};
             if (dc->busy)
                 dc->busy->prev = d;
             dc->busy = d;
-            FOR_EACH_PIECE(dc, rs, rl, s, lo, hi) {
+            FOR_EACH_PIECE (dc, rs, rl, s, lo, hi) {
                 (void)lo;
                 (void)hi;
                 dc->inflight[s]++;
@@ -720,8 +728,8 @@ static void *discard_thread(void *arg)
 
 int discard_init(struct f2fuse *fs)
 {
-    int err = discard_create(fs->dev, fs->main_blkaddr, le32(fs->sb.segment_count_main),
-                             &fs->opts, &fs->discard);
+    int err = discard_create(fs->dev, fs->main_blkaddr, le32(fs->sb.segment_count_main), &fs->opts,
+                             &fs->discard);
     if (err || !fs->opts.discard)
         return err;
     struct discard_control *dc = fs->discard;
@@ -776,7 +784,7 @@ void discard_block_allocated(struct f2fuse *fs, uint32_t blkaddr)
 
 /* Progress steps of a trim: about 200 over the range, of at least this many blocks (the
  * pipeline of parallel discards drains at each step's end). */
-#define TRIM_STEPS 200u
+#define TRIM_STEPS           200u
 #define TRIM_STEP_MIN_BLOCKS (64u * SEG_BLKS)
 
 int discard_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minlen,
@@ -814,8 +822,8 @@ int discard_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minle
     if (!err && first < last) {
         /* Everything is queued at once (so minlen sees whole extents), then issued step by
          * step with a report after each. */
-        seg_free_extents(fs->seg, (uint32_t)first, (uint32_t)last, (uint32_t)min_blocks,
-                         queue_cb, dc);
+        seg_free_extents(fs->seg, (uint32_t)first, (uint32_t)last, (uint32_t)min_blocks, queue_cb,
+                         dc);
         uint64_t total = last - first, step = total;
         if (fn) {
             step = (total + TRIM_STEPS - 1) / TRIM_STEPS;
@@ -856,22 +864,39 @@ int discard_trim(struct f2fuse *fs, uint64_t start, uint64_t len, uint64_t minle
 void discard_stats(struct discard_control *dc, stat_emit_fn emit, void *sink)
 {
     pthread_mutex_lock(&dc->lock);
-    uint64_t v[] = {atomic_load(&dc->online), dc->mode, (uint64_t)dc->max_blocks * F2FS_BLKSIZE,
-                    dc->qd, dc->st_candidates, dc->st_queued, dc->st_skipped_done,
-                    dc->pending_blocks, dc->st_ranges, dc->st_bytes, dc->st_merges, dc->st_splits,
-                    dc->st_errors, dc->cur_inflight, dc->st_inflight_max, dc->st_cancelled,
-                    dc->st_waits, dc->st_dropped, dc->st_trims, dc->st_trim_bytes,
-                    dc->done_blocks, dc->idle_ns / 1000000u, dc->st_idle_waits,
+    uint64_t v[] = {atomic_load(&dc->online),
+                    dc->mode,
+                    (uint64_t)dc->max_blocks * F2FS_BLKSIZE,
+                    dc->qd,
+                    dc->st_candidates,
+                    dc->st_queued,
+                    dc->st_skipped_done,
+                    dc->pending_blocks,
+                    dc->st_ranges,
+                    dc->st_bytes,
+                    dc->st_merges,
+                    dc->st_splits,
+                    dc->st_errors,
+                    dc->cur_inflight,
+                    dc->st_inflight_max,
+                    dc->st_cancelled,
+                    dc->st_waits,
+                    dc->st_dropped,
+                    dc->st_trims,
+                    dc->st_trim_bytes,
+                    dc->done_blocks,
+                    dc->idle_ns / 1000000u,
+                    dc->st_idle_waits,
                     dc->bitmaps * sizeof(dc->full) +
                         (uint64_t)dc->main_segs * (2 * sizeof(uint64_t *) + sizeof(uint16_t) + 1)};
     pthread_mutex_unlock(&dc->lock);
     static const char *const names[] = {
-        "discard.online", "discard.mode", "discard.max_bytes", "discard.queue_depth",
-        "discard.candidates", "discard.queued", "discard.skipped_done", "discard.pending",
-        "discard.ranges_issued", "discard.bytes", "discard.merges", "discard.splits",
-        "discard.errors", "discard.inflight", "discard.inflight_max", "discard.cancelled",
-        "discard.alloc_waits", "discard.dropped", "discard.fitrim.calls", "discard.fitrim.bytes",
-        "discard.done_blocks", "discard.idle_ms", "discard.idle_waits", "discard.map_bytes"};
+        "discard.online",        "discard.mode",     "discard.max_bytes",    "discard.queue_depth",
+        "discard.candidates",    "discard.queued",   "discard.skipped_done", "discard.pending",
+        "discard.ranges_issued", "discard.bytes",    "discard.merges",       "discard.splits",
+        "discard.errors",        "discard.inflight", "discard.inflight_max", "discard.cancelled",
+        "discard.alloc_waits",   "discard.dropped",  "discard.fitrim.calls", "discard.fitrim.bytes",
+        "discard.done_blocks",   "discard.idle_ms",  "discard.idle_waits",   "discard.map_bytes"};
     static_assert(sizeof(names) / sizeof(names[0]) == sizeof(v) / sizeof(v[0]), "counters");
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
         emit(sink, names[i], v[i]);

@@ -41,10 +41,10 @@ bool extent_usable(struct f2fuse *fs, const struct f2fs_inode *ri, uint64_t max_
     if (!ok) {
         atomic_fetch_add(&fs->extent_rejected, 1);
         if (!atomic_exchange(&fs->extent_rejected_logged, true))
-            fs_corrupt(fs, "an inode's extent [file block %llu, block 0x%llx, %llu blocks] is "
+            fs_corrupt(fs,
+                       "an inode's extent [file block %llu, block 0x%llx, %llu blocks] is "
                        "not valid; reading through its nodes instead (logged once)",
-                       (unsigned long long)fofs, (unsigned long long)blk,
-                       (unsigned long long)len);
+                       (unsigned long long)fofs, (unsigned long long)blk, (unsigned long long)len);
     }
     return ok;
 }
@@ -97,6 +97,7 @@ bool extent_truncate(struct f2fs_inode *ri, uint64_t first_free)
     uint64_t fofs = le32(ri->i_ext.fofs), len = le32(ri->i_ext.len);
     if (len == 0 || fofs + len <= first_free)
         return false;
-    extent_set(ri, fofs, le32(ri->i_ext.blk), first_free > fofs ? (uint32_t)(first_free - fofs) : 0);
+    extent_set(ri, fofs, le32(ri->i_ext.blk),
+               first_free > fofs ? (uint32_t)(first_free - fofs) : 0);
     return true;
 }

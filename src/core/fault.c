@@ -16,9 +16,12 @@
 
 static const char *const kind_names[] = {"read", "write", "flush", "discard", "alloc"};
 
-static const struct { const char *name; int err; } errnos[] = {
-    {"EIO", EIO}, {"ENOSPC", ENOSPC}, {"ENOMEM", ENOMEM}, {"EROFS", EROFS},
-    {"EAGAIN", EAGAIN}, {"EINTR", EINTR}, {"ENXIO", ENXIO}, {"ETIMEDOUT", ETIMEDOUT},
+static const struct {
+    const char *name;
+    int err;
+} errnos[] = {
+    {"EIO", EIO},       {"ENOSPC", ENOSPC}, {"ENOMEM", ENOMEM}, {"EROFS", EROFS},
+    {"EAGAIN", EAGAIN}, {"EINTR", EINTR},   {"ENXIO", ENXIO},   {"ETIMEDOUT", ETIMEDOUT},
 };
 
 int fault_parse(const char *value, struct f2fuse_fault *f)
@@ -46,8 +49,8 @@ int fault_parse(const char *value, struct f2fuse_fault *f)
         bool known = false;
         if (strcmp(part, "sticky") == 0) {
             f->sticky = known = true;
-        } else if (strcmp(part, "short") == 0 && (k == F2FUSE_FAULT_READ ||
-                                                   k == F2FUSE_FAULT_WRITE)) {
+        } else if (strcmp(part, "short") == 0 &&
+                   (k == F2FUSE_FAULT_READ || k == F2FUSE_FAULT_WRITE)) {
             f->short_io = known = true;
             f->err = 0;
         } else if (k != F2FUSE_FAULT_ALLOC) {
@@ -67,8 +70,8 @@ int fault_arm(struct f2fuse *fs, const struct f2fuse_test_options *t)
 {
     if (!t)
         return 0;
-    struct blk_powercut_options pc = {.after = t->powercut_after, .torn = t->powercut_torn,
-                                      .seed = t->powercut_seed};
+    struct blk_powercut_options pc = {
+        .after = t->powercut_after, .torn = t->powercut_torn, .seed = t->powercut_seed};
     int err = blk_powercut_arm(fs->dev, &pc);
     if (err)
         return err;
@@ -89,4 +92,3 @@ int fault_arm(struct f2fuse *fs, const struct f2fuse_test_options *t)
     }
     return 0;
 }
-

@@ -189,8 +189,8 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     }
     /* chown(2) of a non-directory drops its privileges, for root too; a request that also
      * sets the mode (a kernel doing this itself) says what it wants. */
-    if (!err && (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID)) &&
-        !(sa->valid & F2FUSE_SET_MODE) && !S_ISDIR(ii.mode))
+    if (!err && (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID)) && !(sa->valid & F2FUSE_SET_MODE) &&
+        !S_ISDIR(ii.mode))
         err = remove_privs(fs, &ii, ipage, true, NULL);
     if (!err && (sa->valid & F2FUSE_SET_MODE))
         ri->i_mode = htole16((uint16_t)((ii.mode & S_IFMT) | (sa->mode & 07777)));
@@ -345,4 +345,3 @@ int file_release(struct f2fuse *fs, uint32_t ino)
     pthread_rwlock_unlock(&fs->cp_lock);
     return err;
 }
-

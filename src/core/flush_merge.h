@@ -14,9 +14,9 @@ struct f2fuse;
 struct flush_merge {
     pthread_mutex_t lock;
     pthread_cond_t done;
-    bool running;                    /* a flush is on the device */
-    uint64_t started, completed;     /* flushes numbered as they start */
-    uint64_t last_ok;                /* the latest flush that succeeded */
+    bool running;                /* a flush is on the device */
+    uint64_t started, completed; /* flushes numbered as they start */
+    uint64_t last_ok;            /* the latest flush that succeeded */
     int last_err;
     atomic_uint_fast64_t requests, issued;
 };

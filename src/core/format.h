@@ -9,40 +9,40 @@
 #include <endian.h>
 #include <stdint.h>
 
-#define F2FS_SUPER_MAGIC      0xF2F52010u
-#define F2FS_XATTR_MAGIC      0xF2F52011u
-#define F2FS_BLKSIZE          4096u
-#define F2FS_LOG_BLKSIZE      12u
+#define F2FS_SUPER_MAGIC        0xF2F52010u
+#define F2FS_XATTR_MAGIC        0xF2F52011u
+#define F2FS_BLKSIZE            4096u
+#define F2FS_LOG_BLKSIZE        12u
 #define F2FS_LOG_BLOCKS_PER_SEG 9u
-#define F2FS_BLOCKS_PER_SEG   512u
-#define F2FS_SUPER_OFFSET     1024u /* byte offset of each superblock copy in its block */
-#define F2FS_MAX_EXTENSION    64
-#define F2FS_EXTENSION_LEN    8
-#define F2FS_MAX_DEVICES      8
-#define F2FS_MAX_QUOTAS       3
-#define F2FS_NAME_LEN         255
-#define F2FS_MAX_SYMLINK      4095 /* longest symlink target Linux allows */
+#define F2FS_BLOCKS_PER_SEG     512u
+#define F2FS_SUPER_OFFSET       1024u /* byte offset of each superblock copy in its block */
+#define F2FS_MAX_EXTENSION      64
+#define F2FS_EXTENSION_LEN      8
+#define F2FS_MAX_DEVICES        8
+#define F2FS_MAX_QUOTAS         3
+#define F2FS_NAME_LEN           255
+#define F2FS_MAX_SYMLINK        4095 /* longest symlink target Linux allows */
 
-#define F2FS_NODE_INO 1u
-#define F2FS_META_INO 2u
+#define F2FS_NODE_INO          1u
+#define F2FS_META_INO          2u
 #define F2FS_RESERVED_NODE_NUM 3u
 
 /* superblock feature bits */
-#define F2FS_FEATURE_ENCRYPT          0x0001u
-#define F2FS_FEATURE_BLKZONED         0x0002u
-#define F2FS_FEATURE_ATOMIC_WRITE     0x0004u
-#define F2FS_FEATURE_EXTRA_ATTR       0x0008u
-#define F2FS_FEATURE_PRJQUOTA         0x0010u
-#define F2FS_FEATURE_INODE_CHKSUM     0x0020u
+#define F2FS_FEATURE_ENCRYPT               0x0001u
+#define F2FS_FEATURE_BLKZONED              0x0002u
+#define F2FS_FEATURE_ATOMIC_WRITE          0x0004u
+#define F2FS_FEATURE_EXTRA_ATTR            0x0008u
+#define F2FS_FEATURE_PRJQUOTA              0x0010u
+#define F2FS_FEATURE_INODE_CHKSUM          0x0020u
 #define F2FS_FEATURE_FLEXIBLE_INLINE_XATTR 0x0040u
-#define F2FS_FEATURE_QUOTA_INO        0x0080u
-#define F2FS_FEATURE_INODE_CRTIME     0x0100u
-#define F2FS_FEATURE_LOST_FOUND       0x0200u
-#define F2FS_FEATURE_VERITY           0x0400u
-#define F2FS_FEATURE_SB_CHKSUM        0x0800u
-#define F2FS_FEATURE_CASEFOLD         0x1000u
-#define F2FS_FEATURE_COMPRESSION      0x2000u
-#define F2FS_FEATURE_RO               0x4000u
+#define F2FS_FEATURE_QUOTA_INO             0x0080u
+#define F2FS_FEATURE_INODE_CRTIME          0x0100u
+#define F2FS_FEATURE_LOST_FOUND            0x0200u
+#define F2FS_FEATURE_VERITY                0x0400u
+#define F2FS_FEATURE_SB_CHKSUM             0x0800u
+#define F2FS_FEATURE_CASEFOLD              0x1000u
+#define F2FS_FEATURE_COMPRESSION           0x2000u
+#define F2FS_FEATURE_RO                    0x4000u
 
 struct f2fs_device {
     uint8_t path[64];
@@ -100,21 +100,21 @@ static_assert(__builtin_offsetof(struct f2fs_super_block, feature) == 2180, "sb 
 static_assert(__builtin_offsetof(struct f2fs_super_block, crc) == 3068, "sb crc");
 
 /* checkpoint flags */
-#define CP_UMOUNT_FLAG            0x0001u
-#define CP_ORPHAN_PRESENT_FLAG    0x0002u
-#define CP_COMPACT_SUM_FLAG       0x0004u
-#define CP_ERROR_FLAG             0x0008u
-#define CP_FSCK_FLAG              0x0010u
-#define CP_FASTBOOT_FLAG          0x0020u
-#define CP_CRC_RECOVERY_FLAG      0x0040u
-#define CP_NAT_BITS_FLAG          0x0080u
-#define CP_TRIMMED_FLAG           0x0100u
-#define CP_NOCRC_RECOVERY_FLAG    0x0200u
-#define CP_LARGE_NAT_BITMAP_FLAG  0x0400u
-#define CP_QUOTA_NEED_FSCK_FLAG   0x0800u
-#define CP_DISABLED_FLAG          0x1000u
-#define CP_DISABLED_QUICK_FLAG    0x2000u
-#define CP_RESIZEFS_FLAG          0x4000u
+#define CP_UMOUNT_FLAG           0x0001u
+#define CP_ORPHAN_PRESENT_FLAG   0x0002u
+#define CP_COMPACT_SUM_FLAG      0x0004u
+#define CP_ERROR_FLAG            0x0008u
+#define CP_FSCK_FLAG             0x0010u
+#define CP_FASTBOOT_FLAG         0x0020u
+#define CP_CRC_RECOVERY_FLAG     0x0040u
+#define CP_NAT_BITS_FLAG         0x0080u
+#define CP_TRIMMED_FLAG          0x0100u
+#define CP_NOCRC_RECOVERY_FLAG   0x0200u
+#define CP_LARGE_NAT_BITMAP_FLAG 0x0400u
+#define CP_QUOTA_NEED_FSCK_FLAG  0x0800u
+#define CP_DISABLED_FLAG         0x1000u
+#define CP_DISABLED_QUICK_FLAG   0x2000u
+#define CP_RESIZEFS_FLAG         0x4000u
 
 #define MAX_ACTIVE_LOGS      16
 #define MAX_ACTIVE_NODE_LOGS 8
@@ -167,20 +167,20 @@ struct f2fs_sit_entry {
     uint64_t mtime;
 } __attribute__((packed));
 #define SIT_ENTRY_PER_BLOCK (F2FS_BLKSIZE / sizeof(struct f2fs_sit_entry))
-#define SIT_VBLOCKS_SHIFT 10
-#define SIT_VBLOCKS_MASK ((1u << SIT_VBLOCKS_SHIFT) - 1)
+#define SIT_VBLOCKS_SHIFT   10
+#define SIT_VBLOCKS_MASK    ((1u << SIT_VBLOCKS_SHIFT) - 1)
 static_assert(sizeof(struct f2fs_sit_entry) == 74, "sit entry");
 static_assert(SIT_ENTRY_PER_BLOCK == 55, "sit entries per block");
 
 /* summaries and journals */
-#define ENTRIES_IN_SUM   512
-#define SUM_ENTRY_SIZE   7
-#define SUM_JOURNAL_SIZE 507
-#define SUM_FOOTER_SIZE  5
+#define ENTRIES_IN_SUM      512
+#define SUM_ENTRY_SIZE      7
+#define SUM_JOURNAL_SIZE    507
+#define SUM_FOOTER_SIZE     5
 #define NAT_JOURNAL_ENTRIES 38
 #define SIT_JOURNAL_ENTRIES 6
-#define SUM_TYPE_NODE 1
-#define SUM_TYPE_DATA 0
+#define SUM_TYPE_NODE       1
+#define SUM_TYPE_DATA       0
 
 struct f2fs_summary {
     uint32_t nid;
@@ -230,33 +230,33 @@ struct f2fs_summary_block {
 static_assert(sizeof(struct f2fs_summary_block) == F2FS_BLKSIZE, "summary block");
 
 /* node blocks */
-#define DEF_ADDRS_PER_INODE 923
-#define DEF_NIDS_PER_INODE  5
-#define ADDRS_PER_BLOCK     1018
-#define NIDS_PER_BLOCK      1018
-#define DEF_INLINE_XATTR_ADDRS 50
+#define DEF_ADDRS_PER_INODE      923
+#define DEF_NIDS_PER_INODE       5
+#define ADDRS_PER_BLOCK          1018
+#define NIDS_PER_BLOCK           1018
+#define DEF_INLINE_XATTR_ADDRS   50
 #define DEF_INLINE_RESERVED_SIZE 1
-#define XATTR_NODE_OFFSET ((1u << 29) - 1) /* footer offset of an xattr node: 0x1FFFFFFF */
-#define OFFSET_BIT_SHIFT 3
+#define XATTR_NODE_OFFSET        ((1u << 29) - 1) /* footer offset of an xattr node: 0x1FFFFFFF */
+#define OFFSET_BIT_SHIFT         3
 /* node footer flag bits below the offset */
-#define NODE_COLD_BIT 0x1u  /* a node of a non-directory */
+#define NODE_COLD_BIT  0x1u /* a node of a non-directory */
 #define NODE_FSYNC_BIT 0x2u /* the last node an fsync wrote (roll-forward replays up to it) */
-#define NODE_DENT_BIT 0x4u  /* recovery adds the inode's name (i_name) to its parent (i_pino) */
+#define NODE_DENT_BIT  0x4u /* recovery adds the inode's name (i_name) to its parent (i_pino) */
 
 /* i_inline */
-#define F2FS_INLINE_XATTR   0x01
-#define F2FS_INLINE_DATA    0x02
-#define F2FS_INLINE_DENTRY  0x04
-#define F2FS_DATA_EXIST     0x08
-#define F2FS_INLINE_DOTS    0x10
-#define F2FS_EXTRA_ATTR     0x20
-#define F2FS_PIN_FILE       0x40
+#define F2FS_INLINE_XATTR      0x01
+#define F2FS_INLINE_DATA       0x02
+#define F2FS_INLINE_DENTRY     0x04
+#define F2FS_DATA_EXIST        0x08
+#define F2FS_INLINE_DOTS       0x10
+#define F2FS_EXTRA_ATTR        0x20
+#define F2FS_PIN_FILE          0x40
 #define F2FS_COMPRESS_RELEASED 0x80
 
 /* i_advise */
-#define FADVISE_ENCRYPT_BIT 0x04
+#define FADVISE_ENCRYPT_BIT   0x04
 #define FADVISE_KEEP_SIZE_BIT 0x10
-#define FADVISE_VERITY_BIT  0x40
+#define FADVISE_VERITY_BIT    0x40
 
 /* i_flags (the on-disk values of FS_*_FL) */
 #define F2FS_COMPR_FL     0x00000004u
@@ -348,13 +348,15 @@ static_assert(sizeof(struct f2fs_node) == F2FS_BLKSIZE, "node block");
 static_assert(__builtin_offsetof(struct f2fs_node, footer) == 4072, "node footer");
 
 /* directories */
-#define F2FS_SLOT_LEN 8
-#define NR_DENTRY_IN_BLOCK 214
-#define SIZE_OF_DIR_ENTRY 11
+#define F2FS_SLOT_LEN         8
+#define NR_DENTRY_IN_BLOCK    214
+#define SIZE_OF_DIR_ENTRY     11
 #define SIZE_OF_DENTRY_BITMAP ((NR_DENTRY_IN_BLOCK + 7) / 8)
-#define SIZE_OF_RESERVED (F2FS_BLKSIZE - ((SIZE_OF_DIR_ENTRY + F2FS_SLOT_LEN) * NR_DENTRY_IN_BLOCK + SIZE_OF_DENTRY_BITMAP))
+#define SIZE_OF_RESERVED \
+    (F2FS_BLKSIZE -      \
+     ((SIZE_OF_DIR_ENTRY + F2FS_SLOT_LEN) * NR_DENTRY_IN_BLOCK + SIZE_OF_DENTRY_BITMAP))
 #define MAX_DIR_HASH_DEPTH 63
-#define MAX_DIR_BUCKETS (1u << ((MAX_DIR_HASH_DEPTH / 2) - 1))
+#define MAX_DIR_BUCKETS    (1u << ((MAX_DIR_HASH_DEPTH / 2) - 1))
 
 struct f2fs_dir_entry {
     uint32_t hash_code;
@@ -373,8 +375,17 @@ struct f2fs_dentry_block {
 static_assert(sizeof(struct f2fs_dentry_block) == F2FS_BLKSIZE, "dentry block");
 
 /* dentry file types */
-enum { F2FS_FT_UNKNOWN, F2FS_FT_REG_FILE, F2FS_FT_DIR, F2FS_FT_CHRDEV, F2FS_FT_BLKDEV,
-       F2FS_FT_FIFO, F2FS_FT_SOCK, F2FS_FT_SYMLINK, F2FS_FT_MAX };
+enum {
+    F2FS_FT_UNKNOWN,
+    F2FS_FT_REG_FILE,
+    F2FS_FT_DIR,
+    F2FS_FT_CHRDEV,
+    F2FS_FT_BLKDEV,
+    F2FS_FT_FIFO,
+    F2FS_FT_SOCK,
+    F2FS_FT_SYMLINK,
+    F2FS_FT_MAX
+};
 
 /* xattrs */
 struct f2fs_xattr_header {
@@ -392,11 +403,17 @@ struct f2fs_xattr_entry {
 } __attribute__((packed));
 #define XATTR_BLOCK_BODY (F2FS_BLKSIZE - sizeof(struct node_footer)) /* 4072 */
 
-enum { F2FS_XATTR_INDEX_USER = 1, F2FS_XATTR_INDEX_POSIX_ACL_ACCESS = 2,
-       F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT = 3, F2FS_XATTR_INDEX_TRUSTED = 4,
-       F2FS_XATTR_INDEX_LUSTRE = 5, F2FS_XATTR_INDEX_SECURITY = 6,
-       F2FS_XATTR_INDEX_ADVISE = 7, F2FS_XATTR_INDEX_ENCRYPTION = 9,
-       F2FS_XATTR_INDEX_VERITY = 11 };
+enum {
+    F2FS_XATTR_INDEX_USER = 1,
+    F2FS_XATTR_INDEX_POSIX_ACL_ACCESS = 2,
+    F2FS_XATTR_INDEX_POSIX_ACL_DEFAULT = 3,
+    F2FS_XATTR_INDEX_TRUSTED = 4,
+    F2FS_XATTR_INDEX_LUSTRE = 5,
+    F2FS_XATTR_INDEX_SECURITY = 6,
+    F2FS_XATTR_INDEX_ADVISE = 7,
+    F2FS_XATTR_INDEX_ENCRYPTION = 9,
+    F2FS_XATTR_INDEX_VERITY = 11
+};
 
 /* f2fs's compact POSIX ACL encoding (acl.h) */
 #define F2FS_ACL_VERSION 0x0001u
@@ -411,8 +428,17 @@ struct f2fs_acl_entry_short {
 } __attribute__((packed));
 
 /* little-endian accessors */
-static inline uint16_t le16(uint16_t v) { return le16toh(v); }
-static inline uint32_t le32(uint32_t v) { return le32toh(v); }
-static inline uint64_t le64(uint64_t v) { return le64toh(v); }
+static inline uint16_t le16(uint16_t v)
+{
+    return le16toh(v);
+}
+static inline uint32_t le32(uint32_t v)
+{
+    return le32toh(v);
+}
+static inline uint64_t le64(uint64_t v)
+{
+    return le64toh(v);
+}
 
 #endif

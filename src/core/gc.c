@@ -28,10 +28,10 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-#define BLKS F2FS_BLOCKS_PER_SEG
-#define GC_MAX_VICTIMS 8          /* per round, i.e. per checkpoint */
+#define BLKS           F2FS_BLOCKS_PER_SEG
+#define GC_MAX_VICTIMS 8 /* per round, i.e. per checkpoint */
 #define BG_MAX_VICTIMS 2
-#define BG_MAX_VALID (BLKS * 3 / 4) /* background GC leaves segments fuller than this */
+#define BG_MAX_VALID   (BLKS * 3 / 4) /* background GC leaves segments fuller than this */
 
 struct gc_control {
     pthread_mutex_t lock; /* one round at a time */
@@ -49,8 +49,7 @@ struct gc_control {
 
 /* The NAT entry of a summary's nid and the inode it belongs to: 1 when both are in range,
  * 0 when the summary names nobody valid, or -errno. */
-static int summary_owner(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *ne,
-                         uint32_t *ino)
+static int summary_owner(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry *ne, uint32_t *ino)
 {
     if (!nid_valid(fs, nid))
         return 0;
@@ -421,6 +420,5 @@ void gc_emit_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     fn(arg, "gc.enospc", atomic_load(&gc->enospc));
     fn(arg, "gc.foreground_wait_ms", atomic_load(&gc->fg_wait_ns) / 1000000u);
     /* Blocks written to the main area per block the file system was asked to write. */
-    fn(arg, "gc.write_amplification_x100",
-       alloc > dm + nm ? alloc * 100 / (alloc - dm - nm) : 100);
+    fn(arg, "gc.write_amplification_x100", alloc > dm + nm ? alloc * 100 / (alloc - dm - nm) : 100);
 }

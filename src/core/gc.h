@@ -23,8 +23,8 @@
 struct f2fuse;
 struct gc_control;
 
-#define F2FUSE_BGGC_OFF 0u
-#define F2FUSE_BGGC_ON 1u
+#define F2FUSE_BGGC_OFF  0u
+#define F2FUSE_BGGC_ON   1u
 #define F2FUSE_BGGC_SYNC 2u
 
 /* Read-write mounts: fs->gc and the background thread (started after recovery). */

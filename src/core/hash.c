@@ -4,7 +4,7 @@
 #include "core/context.h"
 #include "core/dir.h"
 
-#define TEA_DELTA 0x9E3779B9u
+#define TEA_DELTA  0x9E3779B9u
 #define TEA_ROUNDS 16
 
 static void tea_transform(uint32_t buf[4], const uint32_t in[4])

@@ -40,7 +40,8 @@ int image_lock(struct f2fuse *fs, const char *image)
             if (err != EWOULDBLOCK)
                 return -err;
             log_err("%s is in use by another program (an f2fuse mount, or f2fuse trim); "
-                    "not opened read-write", image);
+                    "not opened read-write",
+                    image);
             return -EBUSY;
         }
         if (waited == 0)

@@ -12,15 +12,26 @@
 #include "core/recovery.h"
 #include "core/segment.h"
 
-static const char *const feature_names[] = {
-    "encrypt", "blkzoned", "atomic_write", "extra_attr", "project_quota", "inode_checksum",
-    "flexible_inline_xattr", "quota", "inode_crtime", "lost_found", "verity", "sb_checksum",
-    "casefold", "compression", "ro"};
+static const char *const feature_names[] = {"encrypt",
+                                            "blkzoned",
+                                            "atomic_write",
+                                            "extra_attr",
+                                            "project_quota",
+                                            "inode_checksum",
+                                            "flexible_inline_xattr",
+                                            "quota",
+                                            "inode_crtime",
+                                            "lost_found",
+                                            "verity",
+                                            "sb_checksum",
+                                            "casefold",
+                                            "compression",
+                                            "ro"};
 
 static const char *const cp_flag_names[] = {
-    "umount", "orphan_present", "compact_summary", "error", "fsck", "fastboot",
-    "crc_recovery", "nat_bits", "trimmed", "nocrc_recovery", "large_nat_bitmap",
-    "quota_need_fsck", "disabled", "disabled_quick", "resizefs"};
+    "umount",           "orphan_present",  "compact_summary", "error",          "fsck",
+    "fastboot",         "crc_recovery",    "nat_bits",        "trimmed",        "nocrc_recovery",
+    "large_nat_bitmap", "quota_need_fsck", "disabled",        "disabled_quick", "resizefs"};
 
 /* Names of the set bits, comma-separated; unnamed bits as hex. */
 static void bit_names(uint32_t bits, const char *const *names, unsigned count, char *out,

@@ -10,7 +10,7 @@
 #include "core/node.h"
 #include "util/crc.h"
 
-#define EXTRA_OFF(field) (offsetof(struct f2fs_inode, field) - offsetof(struct f2fs_inode, i_addr))
+#define EXTRA_OFF(field)       (offsetof(struct f2fs_inode, field) - offsetof(struct f2fs_inode, i_addr))
 #define MIN_INLINE_XATTR_ADDRS (sizeof(struct f2fs_xattr_header) / sizeof(uint32_t))
 
 /* The largest file block index + 1 the node tree can address, for A inode pointers. */
@@ -28,8 +28,8 @@ uint32_t inline_data_offset(const struct inode_info *ii)
 
 uint32_t inline_data_size(const struct inode_info *ii)
 {
-    return 4 * (DEF_ADDRS_PER_INODE - ii->extra_isize / 4 - ii->xattr_addrs -
-                DEF_INLINE_RESERVED_SIZE);
+    return 4 *
+           (DEF_ADDRS_PER_INODE - ii->extra_isize / 4 - ii->xattr_addrs - DEF_INLINE_RESERVED_SIZE);
 }
 
 uint32_t inline_xattr_offset(const struct inode_info *ii)
@@ -110,32 +110,33 @@ int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struc
         ii->nids[i] = le32(ri->i_nid[i]);
 
     switch (ii->mode & S_IFMT) {
-    case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR: case S_IFBLK: case S_IFIFO:
-    case S_IFSOCK:
-        break;
-    default:
-        return fs_corrupt(fs, "inode %u: unknown file type in mode 0%o", ino, ii->mode);
+    case S_IFREG:
+    case S_IFDIR:
+    case S_IFLNK:
+    case S_IFCHR:
+    case S_IFBLK:
+    case S_IFIFO:
+    case S_IFSOCK: break;
+    default: return fs_corrupt(fs, "inode %u: unknown file type in mode 0%o", ino, ii->mode);
     }
 
     ii->extra_isize = 0;
     if (ii->inline_flags & F2FS_EXTRA_ATTR) {
         if (!(fs->features & F2FS_FEATURE_EXTRA_ATTR))
-            return fs_corrupt(fs, "inode %u: extra attributes without the extra_attr feature",
-                              ino);
+            return fs_corrupt(fs, "inode %u: extra attributes without the extra_attr feature", ino);
         ii->extra_isize = le16(ri->i_extra_isize);
-        if (ii->extra_isize < 4 || ii->extra_isize > F2FS_EXTRA_ISIZE_MAX ||
-            ii->extra_isize % 4)
+        if (ii->extra_isize < 4 || ii->extra_isize > F2FS_EXTRA_ISIZE_MAX || ii->extra_isize % 4)
             return fs_corrupt(fs, "inode %u: bad extra_isize %u", ino, ii->extra_isize);
     }
     if (fs->features & F2FS_FEATURE_FLEXIBLE_INLINE_XATTR) {
         if (!(ii->inline_flags & F2FS_EXTRA_ATTR))
-            return fs_corrupt(fs, "inode %u: no extra attributes on a flexible_inline_xattr "
-                                  "image", ino);
+            return fs_corrupt(fs,
+                              "inode %u: no extra attributes on a flexible_inline_xattr "
+                              "image",
+                              ino);
         ii->xattr_addrs = le16(ri->i_inline_xattr_size);
-        if ((ii->inline_flags & F2FS_INLINE_XATTR) &&
-            ii->xattr_addrs < MIN_INLINE_XATTR_ADDRS)
-            return fs_corrupt(fs, "inode %u: inline xattr size %u too small", ino,
-                              ii->xattr_addrs);
+        if ((ii->inline_flags & F2FS_INLINE_XATTR) && ii->xattr_addrs < MIN_INLINE_XATTR_ADDRS)
+            return fs_corrupt(fs, "inode %u: inline xattr size %u too small", ino, ii->xattr_addrs);
     } else if (ii->inline_flags & (F2FS_INLINE_XATTR | F2FS_INLINE_DENTRY)) {
         ii->xattr_addrs = DEF_INLINE_XATTR_ADDRS;
     } else {
@@ -157,8 +158,8 @@ int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struc
     if ((ii->inline_flags & F2FS_INLINE_DENTRY) && !is_dir)
         return fs_corrupt(fs, "inode %u: inline dentries on a non-directory", ino);
     if ((ii->inline_flags & F2FS_INLINE_DATA) && ii->size > inline_data_size(ii))
-        return fs_corrupt(fs, "inode %u: inline file of %llu bytes, the inline area holds %u",
-                          ino, (unsigned long long)ii->size, inline_data_size(ii));
+        return fs_corrupt(fs, "inode %u: inline file of %llu bytes, the inline area holds %u", ino,
+                          (unsigned long long)ii->size, inline_data_size(ii));
     if (ii->size > max_file_blocks(ii->addrs_per_inode) * F2FS_BLKSIZE)
         return fs_corrupt(fs, "inode %u: size %llu is beyond the largest possible file", ino,
                           (unsigned long long)ii->size);

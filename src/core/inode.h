@@ -14,14 +14,14 @@ struct f2fuse;
 struct inode_info {
     uint32_t ino;
     uint16_t mode;
-    uint8_t inline_flags;       /* i_inline */
+    uint8_t inline_flags; /* i_inline */
     uint8_t advise;
-    uint32_t flags;             /* i_flags */
+    uint32_t flags; /* i_flags */
     uint64_t size;
     uint32_t links;
-    uint32_t extra_isize;       /* bytes */
-    uint32_t xattr_addrs;       /* inline xattr size in 4-byte words */
-    uint32_t addrs_per_inode;   /* data pointers in the inode */
+    uint32_t extra_isize;     /* bytes */
+    uint32_t xattr_addrs;     /* inline xattr size in 4-byte words */
+    uint32_t addrs_per_inode; /* data pointers in the inode */
     uint32_t xattr_nid;
     uint32_t current_depth;
     uint32_t dir_level;

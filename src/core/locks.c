@@ -55,7 +55,6 @@ void inode_unlock_shared(struct f2fuse *fs, uint32_t ino)
     pthread_rwlock_unlock(&fs->inode_locks[ino % INODE_LOCK_STRIPES]);
 }
 
-
 void op_change_begin(struct f2fuse *fs, uint32_t ino)
 {
     pthread_rwlock_rdlock(&fs->cp_lock);

@@ -6,9 +6,9 @@
 
 struct f2fuse;
 
-void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n);   /* exclusive */
+void inode_lock_many(struct f2fuse *fs, const uint32_t *inos, int n); /* exclusive */
 void inode_unlock_many(struct f2fuse *fs, const uint32_t *inos, int n);
-void inode_lock_shared(struct f2fuse *fs, uint32_t ino);  /* for reading only; not nested */
+void inode_lock_shared(struct f2fuse *fs, uint32_t ino); /* for reading only; not nested */
 void inode_unlock_shared(struct f2fuse *fs, uint32_t ino);
 
 /* The shell of a one-inode change: cp_lock shared, the inode's stripe exclusive. */

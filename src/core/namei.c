@@ -121,7 +121,8 @@ static int ref_change(struct f2fuse *fs, uint32_t ino, int opens, int64_t lookup
     uint64_t freeing = 0;
     if (r) {
         r->opens = (uint32_t)((int64_t)r->opens + opens < 0 ? 0 : (int64_t)r->opens + opens);
-        r->lookups = (int64_t)r->lookups + lookups < 0 ? 0 : (uint64_t)((int64_t)r->lookups + lookups);
+        r->lookups = (int64_t)r->lookups + lookups < 0 ? 0
+                                                       : (uint64_t)((int64_t)r->lookups + lookups);
         freeing = r->freeing;
         if (r->opens && freeing) { /* opened again (an open that raced the unlink) */
             space_freeing_cancel(fs, freeing);
@@ -243,12 +244,11 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
     return err;
 }
 
-
 /* ---- creating ---- */
 
 static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_t mode,
-                     uint32_t uid, uint32_t gid, const char *name, size_t len,
-                     struct page **ipagep, struct inode_info *ii)
+                     uint32_t uid, uint32_t gid, const char *name, size_t len, struct page **ipagep,
+                     struct inode_info *ii)
 {
     struct page *ipage;
     bool is_dir = S_ISDIR(mode);
@@ -379,8 +379,8 @@ static void set_rdev(struct page *ipage, const struct inode_info *ii, uint64_t r
     if (major < 256 && minor < 256)
         *INODE_ADDR(ipage, ii->extra_isize / 4) = htole32(major << 8 | minor);
     else
-        *INODE_ADDR(ipage, ii->extra_isize / 4 + 1) =
-            htole32((minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12));
+        *INODE_ADDR(ipage, ii->extra_isize / 4 + 1) = htole32((minor & 0xff) | (major << 8) |
+                                                              ((minor & ~0xffu) << 12));
 }
 
 /* Creates name in parent; what == S_IFLNK takes target.  The new inode's attributes go to
@@ -642,8 +642,7 @@ struct rename_op {
 };
 
 /* What can be refused before any lock is taken. */
-static int rename_check_args(unsigned flags, size_t old_len, const char *new_name,
-                             size_t new_len)
+static int rename_check_args(unsigned flags, size_t old_len, const char *new_name, size_t new_len)
 {
     if (flags & ~(F2FUSE_RENAME_NOREPLACE | F2FUSE_RENAME_EXCHANGE))
         return -EINVAL;
@@ -845,9 +844,13 @@ int namei_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, s
     if (err)
         return err;
 
-    struct rename_op op = {.old_parent = old_parent, .new_parent = new_parent,
-                           .old_name = old_name, .new_name = new_name, .old_len = old_len,
-                           .new_len = new_len, .flags = flags,
+    struct rename_op op = {.old_parent = old_parent,
+                           .new_parent = new_parent,
+                           .old_name = old_name,
+                           .new_name = new_name,
+                           .old_len = old_len,
+                           .new_len = new_len,
+                           .flags = flags,
                            .same_dir = old_parent == new_parent};
     pthread_rwlock_rdlock(&fs->cp_lock);
     pthread_mutex_lock(&fs->ns_lock);
@@ -873,4 +876,3 @@ int namei_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, s
     space_after_change(fs);
     return err;
 }
-

@@ -33,7 +33,7 @@
 /* NAT blocks read per free-nid refill (the kernel's FREE_NID_PAGES), and so the most nids
  * one refill can cache. */
 #define NAT_SCAN_BATCH 8u
-#define NAT_FREE_MAX (NAT_ENTRY_PER_BLOCK * NAT_SCAN_BATCH)
+#define NAT_FREE_MAX   (NAT_ENTRY_PER_BLOCK * NAT_SCAN_BATCH)
 /* Freed nids are cached for reuse up to this many; beyond it they wait for a scan. */
 #define NAT_FREED_MAX (2 * NAT_FREE_MAX)
 /* NAT blocks written per blk_submit_wait in nat_flush. */
@@ -53,12 +53,12 @@ struct nat_manager {
     struct f2fuse *fs;
     pthread_mutex_t lock;
 
-    uint8_t *bitmap;     /* current copy of each NAT block (MSB-first bits) */
+    uint8_t *bitmap; /* current copy of each NAT block (MSB-first bits) */
     uint32_t bitmap_bytes;
     uint32_t sit_bitmap_bytes; /* where the NAT bitmap goes in a CP block: 192 + this */
 
     struct nat_node **buckets;
-    uint32_t nbuckets;   /* a power of two */
+    uint32_t nbuckets; /* a power of two */
     uint32_t nnodes;
     uint32_t ndirty, nfree, nalloc;
 
@@ -85,7 +85,7 @@ static void bit_assign(uint8_t *map, uint32_t bit, bool on)
     if (on)
         map[bit >> 3] |= (uint8_t)(0x80u >> (bit & 7));
     else
-        map[bit >> 3] &= (uint8_t)~(0x80u >> (bit & 7));
+        map[bit >> 3] &= (uint8_t) ~(0x80u >> (bit & 7));
 }
 
 /* Address of copy `second` of NAT block b: the copies interleave per segment, copy 0 of
@@ -471,8 +471,7 @@ int nat_set(struct nat_manager *nm, uint32_t nid, uint32_t ino, uint32_t blkaddr
 
 static uint32_t available_nids(const struct nat_manager *nm)
 {
-    int64_t n = (int64_t)nm->fs->max_nid - F2FS_RESERVED_NODE_NUM - nm->valid_nodes -
-                nm->nalloc;
+    int64_t n = (int64_t)nm->fs->max_nid - F2FS_RESERVED_NODE_NUM - nm->valid_nodes - nm->nalloc;
     return n > 0 ? (uint32_t)n : 0;
 }
 
@@ -670,11 +669,13 @@ int nat_flush(struct nat_manager *nm)
                 memcpy(buf + (dirty[k]->nid % NAT_ENTRY_PER_BLOCK) * sizeof(struct f2fs_nat_entry),
                        &dirty[k]->ne, sizeof(struct f2fs_nat_entry));
             uint32_t target = nat_copy_addr(fs, b, !committed_copy(nm, b));
-            slots[nslots] = (struct flush_slot){.block = b, .target = target, .first = i,
-                                                .end = end};
-            reqs[nslots] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio, /* the cp's */
+            slots[nslots] = (struct flush_slot){
+                .block = b, .target = target, .first = i, .end = end};
+            reqs[nslots] = (struct blk_req){.op = BLK_WRITE,
+                                            .prio = fs->io_prio, /* the cp's */
                                             .off = (uint64_t)target * F2FS_BLKSIZE,
-                                            .len = F2FS_BLKSIZE, .buf = buf};
+                                            .len = F2FS_BLKSIZE,
+                                            .buf = buf};
             rp[nslots] = &reqs[nslots];
             nslots++;
             i = end;
@@ -732,14 +733,14 @@ void nat_fill_checkpoint(struct nat_manager *nm, struct f2fs_checkpoint *cp)
 void nat_emit_stats(struct nat_manager *nm, stat_emit_fn emit, void *sink)
 {
     pthread_mutex_lock(&nm->lock);
-    uint64_t v[] = {nm->lookups, nm->ndirty, nm->blocks_written, nm->nfree,
-                    nm->blocks_scanned, nm->nids_allocated, nm->nalloc, nm->flushes,
-                    nm->valid_nodes, nm->valid_inodes, available_nids(nm)};
+    uint64_t v[] = {nm->lookups,        nm->ndirty,         nm->blocks_written, nm->nfree,
+                    nm->blocks_scanned, nm->nids_allocated, nm->nalloc,         nm->flushes,
+                    nm->valid_nodes,    nm->valid_inodes,   available_nids(nm)};
     pthread_mutex_unlock(&nm->lock);
     static const char *const names[] = {
-        "nat.lookups", "nat.dirty_entries", "nat.blocks_written", "nat.free_nids_cached",
+        "nat.lookups",        "nat.dirty_entries",  "nat.blocks_written",  "nat.free_nids_cached",
         "nat.blocks_scanned", "nat.nids_allocated", "nat.nids_handed_out", "nat.flushes",
-        "nat.valid_nodes", "nat.valid_inodes", "nat.free_nids"};
+        "nat.valid_nodes",    "nat.valid_inodes",   "nat.free_nids"};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
         emit(sink, names[i], v[i]);
 }

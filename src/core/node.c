@@ -39,8 +39,7 @@ static uint32_t nat_block_addr(const struct f2fuse *fs, uint32_t block_off)
     return addr;
 }
 
-int nat_entry_in_block(struct f2fuse *fs, uint32_t addr, uint32_t nid,
-                       struct f2fs_nat_entry *out)
+int nat_entry_in_block(struct f2fuse *fs, uint32_t addr, uint32_t nid, struct f2fs_nat_entry *out)
 {
     struct page *page;
     int err = pcache_get(fs->cache, PAGE_META, addr, addr, &page);
@@ -80,8 +79,10 @@ int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out)
         if (blkaddr == NULL_ADDR)
             return -ENOENT; /* a freed node (e.g. an inode unlinked meanwhile) */
         if (!blkaddr_in_main(fs, blkaddr))
-            return fs_corrupt(fs, "NAT entry of nid %u points to block 0x%x outside the main "
-                                  "area", nid, blkaddr);
+            return fs_corrupt(fs,
+                              "NAT entry of nid %u points to block 0x%x outside the main "
+                              "area",
+                              nid, blkaddr);
         if (ino && le32(ne.ino) != ino)
             return fs_corrupt(fs, "NAT entry of nid %u belongs to inode %u, expected %u", nid,
                               le32(ne.ino), ino);
@@ -95,9 +96,10 @@ int node_get(struct f2fuse *fs, uint32_t nid, uint32_t ino, struct page **out)
         pcache_put(fs->cache, page);
         /* Keep the damaged block out of the cache so that nothing trusts it later. */
         pcache_forget(fs->cache, PAGE_NODE, nid);
-        return fs_corrupt(fs, "node block 0x%llx has footer nid %u ino %u, expected nid %u "
-                              "ino %u", (unsigned long long)at, le32(footer->nid),
-                          le32(footer->ino), nid, ino);
+        return fs_corrupt(fs,
+                          "node block 0x%llx has footer nid %u ino %u, expected nid %u "
+                          "ino %u",
+                          (unsigned long long)at, le32(footer->nid), le32(footer->ino), nid, ino);
     }
     *out = page;
     return 0;
@@ -218,8 +220,8 @@ static bool fsync_node(const struct page *page, void *arg)
     return ofs != 0 && ofs != XATTR_NODE_OFFSET && node_log(node) != LOG_COLD_NODE;
 }
 
-static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *),
-                       void *arg, uint32_t mark);
+static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *), void *arg,
+                       uint32_t mark);
 
 /* Writes every dirty node page to a newly allocated block of its log and points its NAT
  * entry there.  For a checkpoint (fsync_ino 0) it runs after data writeback (which dirties
@@ -235,13 +237,14 @@ int node_writeback(struct f2fuse *fs, uint32_t fsync_ino, bool dentry_mark)
     struct fsync_match m = {fsync_ino, false};
     int err = write_nodes(fs, fsync_node, &m, 0);
     m.inode = true;
-    return err ? err : write_nodes(fs, fsync_node, &m,
-                                   NODE_FSYNC_BIT | (dentry_mark ? NODE_DENT_BIT : 0));
+    return err ? err
+               : write_nodes(fs, fsync_node, &m,
+                             NODE_FSYNC_BIT | (dentry_mark ? NODE_DENT_BIT : 0));
 }
 
 /* mark: the footer flags (fsync, dentry) the written nodes carry. */
-static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *),
-                       void *arg, uint32_t mark)
+static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, void *), void *arg,
+                       uint32_t mark)
 {
     struct page **pages = fs_malloc(fs, WRITEBACK_BATCH * sizeof(*pages));
     struct blk_req *reqs = fs_malloc(fs, WRITEBACK_BATCH * sizeof(*reqs));
@@ -278,9 +281,11 @@ static int write_nodes(struct f2fuse *fs, bool (*match)(const struct page *, voi
             if (nid == ino)
                 inode_update_checksum(fs, page);
             err = nat_set(fs->nat, nid, ino, blkaddr);
-            reqs[i] = (struct blk_req){.op = BLK_WRITE, .prio = fs->io_prio,
+            reqs[i] = (struct blk_req){.op = BLK_WRITE,
+                                       .prio = fs->io_prio,
                                        .off = (uint64_t)blkaddr * F2FS_BLKSIZE,
-                                       .len = F2FS_BLKSIZE, .buf = page->data};
+                                       .len = F2FS_BLKSIZE,
+                                       .buf = page->data};
             rp[i] = &reqs[i];
             page->blkaddr = blkaddr;
         }

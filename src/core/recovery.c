@@ -3,8 +3,8 @@
  * checkpoint's write position of that log, through each footer's next_blkaddr, for as long
  * as footers carry the checkpoint's version (node_chain_version_matches).  Inodes with an
  * fsync mark in the chain are replayed up to their last marked node: the inode's
- * attributes and every data pointer that differs from the checkpointed tree.  Replayed data is copied into the page cache
- * and a checkpoint then writes it out of place.
+ * attributes and every data pointer that differs from the checkpointed tree.  Replayed data
+ * is copied into the page cache and a checkpoint then writes it out of place.
  *
  * A regular file created after the checkpoint comes back through the dentry mark on its
  * fsync'ed inode (the kernel's recover_dentry): the inode is rebuilt from that block and
@@ -64,8 +64,8 @@ static int chain_add(struct chain *c, struct chain_node node)
 static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
 {
     const struct f2fs_checkpoint *cp = fs->cp;
-    uint32_t blk = fs->main_blkaddr + le32(cp->cur_node_segno[LOG_WARM_NODE - LOG_HOT_NODE]) *
-                                          F2FS_BLOCKS_PER_SEG +
+    uint32_t blk = fs->main_blkaddr +
+                   le32(cp->cur_node_segno[LOG_WARM_NODE - LOG_HOT_NODE]) * F2FS_BLOCKS_PER_SEG +
                    le16(cp->cur_node_blkoff[LOG_WARM_NODE - LOG_HOT_NODE]);
     uint64_t limit = (uint64_t)fs->main_blkend - fs->main_blkaddr;
     for (uint64_t hops = 0; hops < limit && blkaddr_in_main(fs, blk); hops++) {
@@ -75,7 +75,8 @@ static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
         if (!node_chain_version_matches(fs, le64(buf->footer.cp_ver)))
             break;
         uint32_t flag = le32(buf->footer.flag);
-        struct chain_node node = {.blkaddr = blk, .nid = le32(buf->footer.nid),
+        struct chain_node node = {.blkaddr = blk,
+                                  .nid = le32(buf->footer.nid),
                                   .ino = le32(buf->footer.ino),
                                   .ofs = flag >> OFFSET_BIT_SHIFT,
                                   .fsync = flag & NODE_FSYNC_BIT,
@@ -130,8 +131,8 @@ static int replay_pointer(struct f2fuse *fs, struct inode_info *ii, struct page 
     if (addr == NULL_ADDR)
         return data_punch_block(fs, ii, ipage, index);
     if (!blkaddr_in_main(fs, addr))
-        return fs_corrupt(fs, "recovery: inode %u block %llu points outside the main area",
-                          ii->ino, (unsigned long long)index);
+        return fs_corrupt(fs, "recovery: inode %u block %llu points outside the main area", ii->ino,
+                          (unsigned long long)index);
     struct page *page = NULL;
     err = data_get_page(fs, ii, ipage, index, false, &page);
     if (!err)
@@ -222,29 +223,30 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
     uint32_t parent = le32(from->i_pino), namelen = le32(from->i_namelen);
     if (!S_ISREG(le16(from->i_mode)) || !nid_valid(fs, parent) || namelen == 0 ||
         namelen > F2FS_NAME_LEN)
-        return fs_corrupt(fs, "recovery: inode %u carries the dentry mark but no usable name "
-                          "(mode %#o, parent %u, name length %u)", ino, le16(from->i_mode),
-                          parent, namelen);
+        return fs_corrupt(fs,
+                          "recovery: inode %u carries the dentry mark but no usable name "
+                          "(mode %#o, parent %u, name length %u)",
+                          ino, le16(from->i_mode), parent, namelen);
     const char *name = (const char *)from->i_name;
     struct page *dpage, *ipage = NULL;
     struct inode_info dir, ii;
     int err = inode_get(fs, parent, &dpage, &dir);
     if (err) {
-        log_err("recovery: the parent %u of fsync'ed new inode %u cannot be read: %s", parent,
-                ino, strerror(-err));
+        log_err("recovery: the parent %u of fsync'ed new inode %u cannot be read: %s", parent, ino,
+                strerror(-err));
         return err;
     }
     uint32_t existing;
     if (!S_ISDIR(dir.mode)) {
-        err = fs_corrupt(fs, "recovery: the parent %u of inode %u is not a directory", parent,
-                         ino);
+        err = fs_corrupt(fs, "recovery: the parent %u of inode %u is not a directory", parent, ino);
     } else {
         err = dir_lookup(fs, &dir, dpage, name, namelen, &existing);
         if (err == 0) {
             /* f2fuse never writes this; the kernel would unlink the other inode. */
             log_err("recovery: the name of fsync'ed new inode %u (%.*s) is taken by inode %u "
                     "in directory %u; f2fuse cannot replay that (mount the image with the "
-                    "kernel first)", ino, (int)namelen, name, existing, parent);
+                    "kernel first)",
+                    ino, (int)namelen, name, existing, parent);
             err = -EOPNOTSUPP;
         } else if (err == -ENOENT) {
             err = node_new(fs, ino, ino, 0, true, &ipage);
@@ -278,8 +280,7 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
     return err;
 }
 
-static int read_chain_node(struct f2fuse *fs, const struct chain_node *node,
-                           struct f2fs_node *buf)
+static int read_chain_node(struct f2fuse *fs, const struct chain_node *node, struct f2fs_node *buf)
 {
     return blk_read(fs->dev, (uint64_t)node->blkaddr * F2FS_BLKSIZE, buf, F2FS_BLKSIZE);
 }
@@ -324,7 +325,10 @@ static int find_last_marks(const struct chain *c, size_t *last, size_t *marked)
     size_t slots = 16;
     while (slots < 2 * c->n)
         slots <<= 1;
-    struct mark { uint32_t ino; size_t at; } *marks = calloc(slots, sizeof(*marks));
+    struct mark {
+        uint32_t ino;
+        size_t at;
+    } *marks = calloc(slots, sizeof(*marks));
     if (!marks)
         return -ENOMEM;
     *marked = 0;
@@ -387,7 +391,8 @@ static int replay_chain(struct f2fuse *fs, const struct chain *c, const size_t *
             /* Without the dentry mark there is no name to give it. */
             log_err("recovery: inode %u was fsync'ed but is neither in the checkpoint nor "
                     "named by a dentry mark; f2fuse cannot replay it (mount the image with "
-                    "the kernel first)", c->nodes[i].ino);
+                    "the kernel first)",
+                    c->nodes[i].ino);
             err = -EOPNOTSUPP;
             break;
         }
@@ -412,7 +417,8 @@ static void log_recovery_end(struct f2fuse *fs, int err, uint64_t began_ns)
     if (err == -ENOSPC) {
         log_err("roll-forward recovery failed: %s: too few free segments outside the fsync "
                 "chain and its data for the checkpoint that replays it (nothing was "
-                "committed)", strerror(-err));
+                "committed)",
+                strerror(-err));
     } else if (err) {
         log_err("roll-forward recovery failed: %s", strerror(-err));
     } else {
@@ -436,7 +442,8 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
         err = find_last_marks(&c, last, &marked);
     if (!err && marked > 0) {
         log_info("roll-forward recovery: %zu node(s) written by fsync after the last "
-                 "checkpoint", c.n);
+                 "checkpoint",
+                 c.n);
         uint64_t began_ns = clock_mono_ns();
         err = hold_chain(fs, &c, last, buf);
         if (!err)

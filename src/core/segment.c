@@ -33,11 +33,11 @@
 #include "util/log.h"
 #include "util/stats.h"
 
-#define BLKS F2FS_BLOCKS_PER_SEG
-#define NO_LOG (-1)
+#define BLKS      F2FS_BLOCKS_PER_SEG
+#define NO_LOG    (-1)
 #define ALLOC_LFS 0
 #define ALLOC_SSR 1
-#define IO_BATCH 64u
+#define IO_BATCH  64u
 
 struct seg_entry {
     uint8_t map[SIT_VBLOCK_MAP_SIZE];      /* valid blocks now, MSB-first */
@@ -45,16 +45,16 @@ struct seg_entry {
     uint64_t mtime;
     uint16_t valid;
     uint16_t ckpt_valid;
-    uint8_t type;                          /* SIT type: the log type that wrote it */
-    int8_t log;                            /* log writing into it, or NO_LOG */
+    uint8_t type; /* SIT type: the log type that wrote it */
+    int8_t log;   /* log writing into it, or NO_LOG */
 };
 
 struct log_state {
     uint32_t segno;
     uint16_t next_blkoff;
     uint8_t alloc_type;
-    bool must_move;                        /* loaded as SSR (or full): leave it first */
-    struct f2fs_summary_block *sum;        /* 4 KiB aligned: written to the SSA as is */
+    bool must_move;                 /* loaded as SSR (or full): leave it first */
+    struct f2fs_summary_block *sum; /* 4 KiB aligned: written to the SSA as is */
 };
 
 struct seg_manager {
@@ -64,13 +64,13 @@ struct seg_manager {
     uint32_t main_segs;
     uint32_t main_blkaddr;
     uint32_t sit_blkaddr;
-    uint32_t sit_copy_blocks;  /* blocks in one SIT copy */
-    uint32_t sit_blk_cnt;      /* SIT blocks in use: ceil(main_segs / 55) */
+    uint32_t sit_copy_blocks; /* blocks in one SIT copy */
+    uint32_t sit_blk_cnt;     /* SIT blocks in use: ceil(main_segs / 55) */
     uint32_t ssa_blkaddr;
     uint32_t sit_bitmap_bytes;
 
     struct seg_entry *se;
-    uint64_t *free_map;        /* one bit per segment */
+    uint64_t *free_map; /* one bit per segment */
     uint64_t *prefree_map;
     uint64_t *changed_map;     /* segments whose map changed since the last checkpoint */
     uint64_t *hold_map;        /* free segments allocation must not take (recovery) */
@@ -86,15 +86,15 @@ struct seg_manager {
     uint32_t free_segs;
     uint32_t prefree_segs;
     uint32_t data_reserve;
-    uint32_t ssr_threshold;    /* data logs reuse slack space at or below this many free */
+    uint32_t ssr_threshold; /* data logs reuse slack space at or below this many free */
     uint64_t valid_blocks;
     /* Blocks promised but not yet written (NEW_ADDR data pointers and NAT entries): kept
      * under the same lock as valid_blocks, so that their sum never counts a block twice
      * while writeback turns a reservation into a valid block. */
     int64_t reserved_blocks;
 
-    uint64_t elapsed_base;     /* the checkpoint's elapsed_time at load */
-    uint64_t mono_base;        /* CLOCK_MONOTONIC seconds at load */
+    uint64_t elapsed_base; /* the checkpoint's elapsed_time at load */
+    uint64_t mono_base;    /* CLOCK_MONOTONIC seconds at load */
 
     /* Blocks the data and node logs allocated in all, as of the fill of the checkpoint
      * being written and as of the last committed one: an upper bound of what a roll-forward
@@ -123,7 +123,7 @@ static inline void f2fs_set_bit(unsigned nr, uint8_t *map)
 
 static inline void f2fs_clear_bit(unsigned nr, uint8_t *map)
 {
-    map[nr >> 3] &= (uint8_t)~(0x80u >> (nr & 7));
+    map[nr >> 3] &= (uint8_t) ~(0x80u >> (nr & 7));
 }
 
 static inline bool bm_test(const uint64_t *bm, uint32_t i)
@@ -264,8 +264,7 @@ static int log_switch(struct seg_manager *sm, enum log_type t, uint32_t newseg, 
         int err = blk_read(sm->fs->dev, (uint64_t)(sm->ssa_blkaddr + newseg) * F2FS_BLKSIZE,
                            lg->sum, F2FS_BLKSIZE);
         if (err) {
-            log_err("segment %u: reading its summary block failed: %s", newseg,
-                    strerror(-err));
+            log_err("segment %u: reading its summary block failed: %s", newseg, strerror(-err));
             return err;
         }
     }
@@ -361,8 +360,8 @@ static uint32_t pick_new_segment(struct seg_manager *sm, enum log_type t, bool *
 /* ---- I/O helpers ----------------------------------------------------------------------- */
 
 /* Reads or writes n single blocks at addrs[i] from/to bufs + i * 4096, in batches. */
-static int io_blocks(struct seg_manager *sm, enum blk_op op, const uint32_t *addrs,
-                     uint8_t *bufs, unsigned n)
+static int io_blocks(struct seg_manager *sm, enum blk_op op, const uint32_t *addrs, uint8_t *bufs,
+                     unsigned n)
 {
     struct blk_req reqs[IO_BATCH];
     struct blk_req *ptrs[IO_BATCH];
@@ -396,8 +395,8 @@ static int check_sit_entry(struct f2fuse *fs, uint32_t segno, const struct f2fs_
     unsigned valid = vb & SIT_VBLOCKS_MASK, type = vb >> SIT_VBLOCKS_SHIFT;
     unsigned pop = popcount_map(raw->valid_map);
     if (valid > BLKS || valid != pop)
-        return fs_corrupt(fs, "%s: segment %u claims %u valid blocks, its map has %u", where,
-                          segno, valid, pop);
+        return fs_corrupt(fs, "%s: segment %u claims %u valid blocks, its map has %u", where, segno,
+                          valid, pop);
     if (type >= LOG_COUNT)
         return fs_corrupt(fs, "%s: segment %u has type %u", where, segno, type);
     return 0;
@@ -463,8 +462,7 @@ static int apply_sit_journal(struct seg_manager *sm, const struct f2fs_journal *
 {
     unsigned n = le16(j->n_entries);
     if (n > SIT_JOURNAL_ENTRIES)
-        return fs_corrupt(sm->fs, "SIT journal claims %u entries (max %d)", n,
-                          SIT_JOURNAL_ENTRIES);
+        return fs_corrupt(sm->fs, "SIT journal claims %u entries (max %d)", n, SIT_JOURNAL_ENTRIES);
     for (unsigned i = 0; i < n; i++) {
         const struct sit_journal_entry *je = &j->sit.entries[i];
         uint32_t s = le32(je->segno);
@@ -539,8 +537,7 @@ static int restore_node_summary(struct seg_manager *sm, enum log_type t)
     if (!buf)
         return -ENOMEM;
     uint32_t start = sm->main_blkaddr + lg->segno * BLKS;
-    int err = blk_read(sm->fs->dev, (uint64_t)start * F2FS_BLKSIZE, buf,
-                       (size_t)n * F2FS_BLKSIZE);
+    int err = blk_read(sm->fs->dev, (uint64_t)start * F2FS_BLKSIZE, buf, (size_t)n * F2FS_BLKSIZE);
     if (err) {
         log_err("reading node segment %u failed: %s", lg->segno, strerror(-err));
         free(buf);
@@ -575,8 +572,10 @@ static int load_summaries(struct seg_manager *sm)
 
     if (total < 2 + (node_sums ? 3 : 0) + 1 || start_sum < 1 ||
         start_sum > total - 2 - (node_sums ? 3 : 0)) {
-        err = fs_corrupt(fs, "checkpoint: pack of %u blocks, summaries at %u, cannot hold "
-                             "its summaries", total, start_sum);
+        err = fs_corrupt(fs,
+                         "checkpoint: pack of %u blocks, summaries at %u, cannot hold "
+                         "its summaries",
+                         total, start_sum);
         goto out;
     }
 
@@ -587,8 +586,8 @@ static int load_summaries(struct seg_manager *sm)
             goto out;
     } else {
         if (total < nr + 2) {
-            err = fs_corrupt(fs, "checkpoint: pack of %u blocks cannot hold %u summaries",
-                             total, nr);
+            err = fs_corrupt(fs, "checkpoint: pack of %u blocks cannot hold %u summaries", total,
+                             nr);
             goto out;
         }
         for (int t = LOG_HOT_DATA; t <= LOG_COLD_DATA; t++) {
@@ -646,8 +645,10 @@ static int load_logs(struct seg_manager *sm)
             blkoff = le16(cp->cur_data_blkoff[t]);
         }
         if (segno >= sm->main_segs || blkoff > BLKS)
-            return fs_corrupt(sm->fs, "checkpoint: log %d at segment %u block %u (of %u "
-                                      "segments)", t, segno, blkoff, sm->main_segs);
+            return fs_corrupt(sm->fs,
+                              "checkpoint: log %d at segment %u block %u (of %u "
+                              "segments)",
+                              t, segno, blkoff, sm->main_segs);
         for (int u = 0; u < t; u++)
             if (sm->logs[u].segno == segno)
                 return fs_corrupt(sm->fs, "checkpoint: logs %d and %d share segment %u", u, t,
@@ -687,9 +688,10 @@ static int check_loaded(struct seg_manager *sm)
             continue;
         for (unsigned b = lg->next_blkoff; b < BLKS; b++)
             if (f2fs_test_bit(b, e->map))
-                return fs_corrupt(fs, "log %d: block %u of its segment %u is valid but lies "
-                                      "past the write position %u", t, b, lg->segno,
-                                  lg->next_blkoff);
+                return fs_corrupt(fs,
+                                  "log %d: block %u of its segment %u is valid but lies "
+                                  "past the write position %u",
+                                  t, b, lg->segno, lg->next_blkoff);
     }
     sm->valid_blocks = all;
     /* The checkpoint counts NEW_ADDR data pointers too (blocks reserved, not yet written
@@ -724,8 +726,8 @@ int seg_load(struct f2fuse *fs, struct seg_manager **out)
     uint32_t flags = le32(cp->ckpt_flags);
     if (le32(sb->cp_payload) > 0 || (flags & CP_LARGE_NAT_BITMAP_FLAG)) {
         log_err("read-write mounting is not supported with %s: the SIT bitmap does not sit "
-                "in the checkpoint block", le32(sb->cp_payload) > 0 ? "cp_payload blocks"
-                                                                    : "a large NAT bitmap");
+                "in the checkpoint block",
+                le32(sb->cp_payload) > 0 ? "cp_payload blocks" : "a large NAT bitmap");
         return -EOPNOTSUPP;
     }
 
@@ -750,9 +752,10 @@ int seg_load(struct f2fuse *fs, struct seg_manager **out)
         offsetof(struct f2fs_checkpoint, sit_nat_version_bitmap) + sm->sit_bitmap_bytes >
             le32(cp->checksum_offset) ||
         le32(sb->segment_count_ssa) * BLKS < sm->main_segs) {
-        err = fs_corrupt(fs, "SIT/SSA geometry: %u main segments, %u SIT blocks per copy, "
-                             "SIT bitmap of %u bytes", sm->main_segs, sm->sit_copy_blocks,
-                         le32(cp->sit_ver_bitmap_bytesize));
+        err = fs_corrupt(fs,
+                         "SIT/SSA geometry: %u main segments, %u SIT blocks per copy, "
+                         "SIT bitmap of %u bytes",
+                         sm->main_segs, sm->sit_copy_blocks, le32(cp->sit_ver_bitmap_bytesize));
         goto fail;
     }
 
@@ -771,8 +774,8 @@ int seg_load(struct f2fuse *fs, struct seg_manager **out)
     sm->sit_bitmap = malloc(sm->sit_bitmap_bytes);
     sm->sum_mem = blk_alloc_buf((size_t)LOG_COUNT * F2FS_BLKSIZE);
     if (!sm->se || !sm->free_map || !sm->prefree_map || !sm->changed_map || !sm->sit_dirty ||
-        !sm->hold_map || !sm->gc_busy_map || !sm->gc_skip_map ||
-        !sm->committed_bitmap || !sm->sit_bitmap || !sm->sum_mem)
+        !sm->hold_map || !sm->gc_busy_map || !sm->gc_skip_map || !sm->committed_bitmap ||
+        !sm->sit_bitmap || !sm->sum_mem)
         goto fail;
     memset(sm->sum_mem, 0, (size_t)LOG_COUNT * F2FS_BLKSIZE);
     for (int t = 0; t < LOG_COUNT; t++)
@@ -1063,8 +1066,8 @@ int seg_flush_sit(struct seg_manager *sm)
     uint32_t b = bm_next(sm->sit_dirty, sm->sit_blk_cnt, 0);
     while (b < sm->sit_blk_cnt) {
         unsigned m = 0;
-        for (; b < sm->sit_blk_cnt && m < IO_BATCH; b = bm_next(sm->sit_dirty, sm->sit_blk_cnt,
-                                                                b + 1)) {
+        for (; b < sm->sit_blk_cnt && m < IO_BATCH;
+             b = bm_next(sm->sit_dirty, sm->sit_blk_cnt, b + 1)) {
             uint8_t *blk = buf + (size_t)m * F2FS_BLKSIZE;
             memset(blk, 0, F2FS_BLKSIZE);
             struct f2fs_sit_entry *ents = (void *)blk;
@@ -1271,7 +1274,7 @@ uint64_t seg_free_extents(struct seg_manager *sm, uint32_t start, uint32_t end, 
             continue;
         }
         for (unsigned i = 0; i < SIT_VBLOCK_MAP_SIZE; i++)
-            free_bits[i] = (uint8_t)~(e->map[i] | e->ckpt_map[i]);
+            free_bits[i] = (uint8_t) ~(e->map[i] | e->ckpt_map[i]);
         for (unsigned b = 0; b < lo; b++)
             f2fs_clear_bit(b, free_bits);
         for (unsigned b = hi; b < BLKS; b++)
@@ -1285,11 +1288,11 @@ uint64_t seg_free_extents(struct seg_manager *sm, uint32_t start, uint32_t end, 
 
 void seg_emit_stats(struct seg_manager *sm, stat_emit_fn emit, void *sink)
 {
-    static const char *const names[LOG_COUNT] = {
-        "seg.alloc.hot_data", "seg.alloc.warm_data", "seg.alloc.cold_data",
-        "seg.alloc.hot_node", "seg.alloc.warm_node", "seg.alloc.cold_node"};
+    static const char *const names[LOG_COUNT] = {"seg.alloc.hot_data",  "seg.alloc.warm_data",
+                                                 "seg.alloc.cold_data", "seg.alloc.hot_node",
+                                                 "seg.alloc.warm_node", "seg.alloc.cold_node"};
     pthread_mutex_lock(&sm->lock);
-    uint64_t v[] = {sm->free_segs, sm->prefree_segs, sm->valid_blocks, sm->st_ssa_writes,
+    uint64_t v[] = {sm->free_segs,     sm->prefree_segs,    sm->valid_blocks, sm->st_ssa_writes,
                     sm->st_sit_writes, sm->st_new_segments, sm->st_enospc};
     uint64_t ssr = sm->st_ssr_segments;
     int64_t reserved = sm->reserved_blocks;
@@ -1389,9 +1392,11 @@ int seg_read_ssa(struct seg_manager *sm, uint32_t segno, enum blk_prio prio,
 {
     if (segno >= sm->main_segs)
         return -EINVAL;
-    struct blk_req req = {.op = BLK_READ, .prio = prio,
+    struct blk_req req = {.op = BLK_READ,
+                          .prio = prio,
                           .off = (uint64_t)(sm->ssa_blkaddr + segno) * F2FS_BLKSIZE,
-                          .len = F2FS_BLKSIZE, .buf = out};
+                          .len = F2FS_BLKSIZE,
+                          .buf = out};
     struct blk_req *r = &req;
     return blk_submit_wait(sm->fs->dev, &r, 1);
 }

@@ -179,7 +179,7 @@ enum gc_policy { GC_GREEDY, GC_COST_BENEFIT };
 struct seg_gc_victim {
     uint32_t segno;
     uint16_t valid;
-    uint8_t type;   /* SIT type: the log type that wrote it */
+    uint8_t type; /* SIT type: the log type that wrote it */
     uint64_t mtime;
     uint8_t map[SIT_VBLOCK_MAP_SIZE]; /* valid blocks when picked */
 };

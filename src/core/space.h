@@ -13,8 +13,9 @@ struct f2fuse;
 int space_reserve(struct f2fuse *fs, uint64_t blocks);
 
 /* As space_reserve for data blocks an operation will reserve in the file (fallocate,
- * write; written: the blocks that will need free segments): the blocks are also claimed, so that a concurrent operation's check counts them
- * until the operation ends with space_settle (its reserved blocks then count as used).
+ * write; written: the blocks that will need free segments): the blocks are also claimed,
+ * so that a concurrent operation's check counts them until the operation ends with
+ * space_settle (its reserved blocks then count as used).
  * Check and claim are one step: two operations can never be promised the same block. */
 int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written);
 /* More blocks for a claim, by an operation that holds locks: no waiting, no GC. */

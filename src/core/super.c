@@ -12,10 +12,10 @@
 #include "util/log.h"
 
 /* Features f2fuse reads; anything else set in the superblock refuses the mount. */
-#define FEATURES_READABLE                                                                 \
-    (F2FS_FEATURE_ENCRYPT | F2FS_FEATURE_EXTRA_ATTR | F2FS_FEATURE_PRJQUOTA |              \
+#define FEATURES_READABLE                                                                      \
+    (F2FS_FEATURE_ENCRYPT | F2FS_FEATURE_EXTRA_ATTR | F2FS_FEATURE_PRJQUOTA |                  \
      F2FS_FEATURE_INODE_CHKSUM | F2FS_FEATURE_FLEXIBLE_INLINE_XATTR | F2FS_FEATURE_QUOTA_INO | \
-     F2FS_FEATURE_INODE_CRTIME | F2FS_FEATURE_LOST_FOUND | F2FS_FEATURE_VERITY |           \
+     F2FS_FEATURE_INODE_CRTIME | F2FS_FEATURE_LOST_FOUND | F2FS_FEATURE_VERITY |               \
      F2FS_FEATURE_SB_CHKSUM | F2FS_FEATURE_CASEFOLD | F2FS_FEATURE_COMPRESSION)
 
 /* Checks one superblock copy; on failure writes the reason into why. */
@@ -76,8 +76,8 @@ static bool sb_valid(const struct f2fs_super_block *sb, uint64_t dev_bytes, char
         return BAD("too few main or SSA segments");
     uint64_t block_count = le64(sb->block_count);
     if (seg_end > block_count)
-        return BAD("segments end at block %llu, past block_count %llu",
-                   (unsigned long long)seg_end, (unsigned long long)block_count);
+        return BAD("segments end at block %llu, past block_count %llu", (unsigned long long)seg_end,
+                   (unsigned long long)block_count);
     if (seg_end * F2FS_BLKSIZE > dev_bytes)
         return BAD("image is truncated: file system needs %llu bytes, device has %llu",
                    (unsigned long long)(seg_end * F2FS_BLKSIZE), (unsigned long long)dev_bytes);
@@ -126,7 +126,8 @@ int super_load(struct f2fuse *fs)
         }
         if (err == -EIO && blk_size(fs->dev) < 2 * F2FS_BLKSIZE) {
             log_err("not an f2fs image: it is only %llu bytes, and f2fs starts with two "
-                    "4096-byte superblock blocks", (unsigned long long)blk_size(fs->dev));
+                    "4096-byte superblock blocks",
+                    (unsigned long long)blk_size(fs->dev));
             return -EMEDIUMTYPE;
         }
         log_err("cannot read the superblocks: %s", strerror(-err));
@@ -137,8 +138,8 @@ int super_load(struct f2fuse *fs)
     int chosen = -1;
     for (int i = 0; i < 2; i++)
         magic[i] = le32(((const struct f2fs_super_block *)(buf + i * F2FS_BLKSIZE +
-                                                           F2FS_SUPER_OFFSET))->magic) ==
-                   F2FS_SUPER_MAGIC;
+                                                           F2FS_SUPER_OFFSET))
+                            ->magic) == F2FS_SUPER_MAGIC;
     for (int i = 0; i < 2 && chosen < 0; i++) {
         const void *copy = buf + i * F2FS_BLKSIZE + F2FS_SUPER_OFFSET;
         if (sb_valid(copy, blk_size(fs->dev), why[i], sizeof(why[i]))) {

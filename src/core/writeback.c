@@ -40,9 +40,9 @@
 #include "util/stats.h"
 #include "core/writeback_ctl.h"
 
-#define WB_MAX_CHUNK 1024u /* pages: a slot's buffer */
-#define WB_MAX_INODES 16u  /* inodes merged into one chunk */
-#define WB_SLOTS 2u        /* chunks in flight: the next is prepared while one is written */
+#define WB_MAX_CHUNK  1024u /* pages: a slot's buffer */
+#define WB_MAX_INODES 16u   /* inodes merged into one chunk */
+#define WB_SLOTS      2u    /* chunks in flight: the next is prepared while one is written */
 
 /* One chunk's buffers and state.  The flusher prepares a chunk in a free slot and submits
  * it; the completion thread counts its requests down; the flusher finishes it (pages put,
@@ -54,14 +54,14 @@ struct wb_slot {
     uint32_t *addrs;
     struct blk_req *reqs;
     struct blk_req **rp;
-    size_t assigned;       /* pages[0, assigned): referenced, being written */
+    size_t assigned; /* pages[0, assigned): referenced, being written */
     unsigned nreq;
     uint64_t submitted_ns;
-    uint64_t seq;          /* submission order */
+    uint64_t seq; /* submission order */
     /* under wb->lock */
-    bool used;             /* being prepared, in flight or not yet finished */
-    bool io_pending;       /* being prepared or requests in flight */
-    unsigned pending;      /* requests not completed */
+    bool used;        /* being prepared, in flight or not yet finished */
+    bool io_pending;  /* being prepared or requests in flight */
+    unsigned pending; /* requests not completed */
     int ioerr;
     uint64_t completed_ns;
     uint32_t inos[WB_MAX_INODES];
@@ -76,8 +76,8 @@ struct wb_control {
     struct wb_bw_est est;
     pthread_t thread;
     bool running, stopping, active;
-    enum wb_reason reason;   /* of the running writeback (WB_NONE when idle) */
-    unsigned waiters;        /* writers waiting at the hard limit */
+    enum wb_reason reason; /* of the running writeback (WB_NONE when idle) */
+    unsigned waiters;      /* writers waiting at the hard limit */
     bool soft_error_logged;
     struct wb_slot slots[WB_SLOTS];
     uint64_t seq;            /* chunks started */
@@ -340,11 +340,13 @@ static unsigned chunk_build_requests(struct wb_slot *s)
             s->reqs[nreq - 1].len += F2FS_BLKSIZE;
             continue;
         }
-        s->reqs[nreq] = (struct blk_req){.op = BLK_WRITE, .prio = BLK_PRIO_LOW,
+        s->reqs[nreq] = (struct blk_req){.op = BLK_WRITE,
+                                         .prio = BLK_PRIO_LOW,
                                          .off = (uint64_t)s->addrs[i] * F2FS_BLKSIZE,
                                          .len = F2FS_BLKSIZE,
                                          .buf = s->buf + i * F2FS_BLKSIZE,
-                                         .done = chunk_req_done, .private = s};
+                                         .done = chunk_req_done,
+                                         .private = s};
         s->rp[nreq] = &s->reqs[nreq];
         nreq++;
     }
@@ -421,8 +423,8 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
         /* Could not place anything (no space until a checkpoint, a damaged inode, ...):
          * a checkpoint writes everything back or reports what is wrong. */
         if (!wb->soft_error_logged)
-            log_warn("background writeback of inode %u: %s; leaving it to a checkpoint",
-                     oldest, strerror(-err));
+            log_warn("background writeback of inode %u: %s; leaving it to a checkpoint", oldest,
+                     strerror(-err));
         wb->soft_error_logged = true;
         wb_count(wb, &wb->errors);
         int cerr = checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
@@ -478,8 +480,7 @@ static int chunk_finish_oldest_locked(struct f2fuse *fs)
     pthread_mutex_lock(&wb->lock);
     if (!ioerr && s->assigned) {
         /* busy time: two chunks in flight overlap, count the overlap once */
-        uint64_t from = s->submitted_ns > wb->last_io_end_ns ? s->submitted_ns
-                                                              : wb->last_io_end_ns;
+        uint64_t from = s->submitted_ns > wb->last_io_end_ns ? s->submitted_ns : wb->last_io_end_ns;
         uint64_t took = s->completed_ns > from ? s->completed_ns - from : 0;
         if (took)
             wb_bw_account(&wb->est, s->assigned * (uint64_t)F2FS_BLKSIZE, took);

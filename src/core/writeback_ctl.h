@@ -62,9 +62,9 @@ uint64_t wb_throttle_pause_ns(const struct wb_limits *l, uint64_t dirty, uint64_
  * latency-bound writes weigh by their (short) duration.  Samples close every
  * WB_BW_WINDOW_NS of busy time and move the estimate towards them with a time constant of
  * WB_BW_TAU_NS of busy time; the first sample replaces the initial guess outright. */
-#define WB_BW_INIT (100ull << 20) /* bytes/s before anything was measured (the kernel's too) */
+#define WB_BW_INIT      (100ull << 20) /* bytes/s before anything was measured (the kernel's too) */
 #define WB_BW_WINDOW_NS 100000000ull
-#define WB_BW_TAU_NS 1000000000ull
+#define WB_BW_TAU_NS    1000000000ull
 struct wb_bw_est {
     uint64_t bw;        /* bytes/s */
     uint64_t acc_bytes; /* the open sample */

@@ -96,8 +96,7 @@ static int xattr_walk(struct f2fuse *fs, uint32_t ino, const uint8_t *buf, size_
         const struct f2fs_xattr_entry *e = (const void *)(buf + pos);
         size_t size = XATTR_ALIGN(sizeof(*e) + e->e_name_len + le16(e->e_value_size));
         if (pos + size > len)
-            return fs_corrupt(fs, "inode %u: xattr entry at byte %zu runs past the list", ino,
-                              pos);
+            return fs_corrupt(fs, "inode %u: xattr entry at byte %zu runs past the list", ino, pos);
         int r = visit(arg, e);
         if (r)
             return r;
@@ -127,8 +126,8 @@ static int list_visit(void *arg, const struct f2fs_xattr_entry *e)
     return 0;
 }
 
-ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                   char *list, size_t size)
+ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, char *list,
+                   size_t size)
 {
     uint8_t *buf;
     size_t len;
@@ -320,8 +319,12 @@ static int acl_xattr_mode(const uint8_t *v, size_t len, uint16_t *mode, bool *pl
         case ACL_USER_OBJ: user = perm; break;
         case ACL_GROUP_OBJ: group = perm; break;
         case ACL_OTHER: other = perm; break;
-        case ACL_MASK: mask = perm; *plain = false; break;
-        case ACL_USER: case ACL_GROUP: *plain = false; break;
+        case ACL_MASK:
+            mask = perm;
+            *plain = false;
+            break;
+        case ACL_USER:
+        case ACL_GROUP: *plain = false; break;
         default: return -EINVAL;
         }
     }
@@ -541,8 +544,10 @@ static bool xattr_none(const struct inode_info *ii, const struct page *ipage)
     if (inline_bytes < sizeof(struct f2fs_xattr_header) + sizeof(uint32_t))
         return true;
     uint32_t first;
-    memcpy(&first, (const uint8_t *)ipage->data + inline_xattr_offset(ii) +
-                       sizeof(struct f2fs_xattr_header), sizeof(first));
+    memcpy(&first,
+           (const uint8_t *)ipage->data + inline_xattr_offset(ii) +
+               sizeof(struct f2fs_xattr_header),
+           sizeof(first));
     return first == 0;
 }
 
@@ -560,8 +565,8 @@ int xattr_drop_capability(struct f2fuse *fs, struct inode_info *ii, struct page 
 }
 
 /* setxattr/removexattr: the whole operation, as file.c's are. */
-int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
-                 size_t size, int flags)
+int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const void *value, size_t size,
+                 int flags)
 {
     int err = fs_writable(fs);
     if (!err)

@@ -13,9 +13,9 @@ struct inode_info;
 
 ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                   const char *name, void *value, size_t size);
-ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                   char *list, size_t size);
-#define XATTR_CREATE_FLAG 1  /* = XATTR_CREATE */
+ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, char *list,
+                   size_t size);
+#define XATTR_CREATE_FLAG  1 /* = XATTR_CREATE */
 #define XATTR_REPLACE_FLAG 2 /* = XATTR_REPLACE */
 /* Sets (value != NULL) or removes an attribute; flags as setxattr(2). */
 int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
@@ -25,7 +25,7 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
 int xattr_drop_capability(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 
 /* setxattr (value != NULL) or removexattr on inode ino: space, locks, the change, ctime. */
-int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
-                 size_t size, int flags);
+int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const void *value, size_t size,
+                 int flags);
 
 #endif

@@ -186,7 +186,8 @@ static void ring_serve(struct ring_thread *t)
     t->commit_id = t->hdr->ent.commit_id;
     t->replied = false;
     size_t fixed = sizeof(in) + payload;
-    if (in.len < fixed || in.len - fixed > sizeof(t->hdr->op_in) || payload > t->ring->payload_len) {
+    if (in.len < fixed || in.len - fixed > sizeof(t->hdr->op_in) ||
+        payload > t->ring->payload_len) {
         log_err("fuse ring: malformed request (opcode %u, length %u, payload %u)", in.opcode,
                 in.len, payload);
         atomic_fetch_add(&t->ring->errors, 1);

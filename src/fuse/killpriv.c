@@ -56,8 +56,7 @@ void killpriv_note_request(const void *buf, size_t n)
         request_kills_suidgid = u32_at(arg, len, offsetof(struct fuse_open_in, open_flags)) &
                                 FUSE_OPEN_KILL_SUIDGID;
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -72,7 +71,8 @@ static ssize_t io_read(int fd, void *buf, size_t buf_len, void *userdata)
     if (h.opcode == FUSE_INIT) {
         struct killpriv *kp = state_of_userdata(userdata);
         bool offered = u32_at((const char *)buf + sizeof(h), (size_t)n - sizeof(h),
-                              offsetof(struct fuse_init_in, flags)) & FUSE_HANDLE_KILLPRIV_V2;
+                              offsetof(struct fuse_init_in, flags)) &
+                       FUSE_HANDLE_KILLPRIV_V2;
         atomic_store(&kp->init_unique, h.unique);
         atomic_store(&kp->offered, offered);
         uint32_t flags2 = u32_at((const char *)buf + sizeof(h), (size_t)n - sizeof(h),

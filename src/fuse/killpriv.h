@@ -20,8 +20,8 @@
 struct fuse_session;
 
 struct killpriv {
-    bool want;                     /* set before the session starts */
-    atomic_bool offered, enabled;  /* the kernel's INIT had the flag; our reply carried it */
+    bool want;                    /* set before the session starts */
+    atomic_bool offered, enabled; /* the kernel's INIT had the flag; our reply carried it */
     atomic_uint_fast64_t init_unique;
     /* Called once, in the thread that wrote it, after the kernel took the INIT reply in
      * (fuse_ring.c registers then). */

@@ -32,7 +32,7 @@
 /* Attributes and entries may be cached by the kernel for long: every change to the image
  * passes through this daemon. */
 #define CACHE_TIMEOUT 60.0
-#define MAX_IO FUSE_MAX_IO
+#define MAX_IO        FUSE_MAX_IO
 
 /* The kernel's readahead window on this mount: FUSE's default (128 KiB) cuts buffered
  * sequential reads into 128 KiB READs; 1 MiB makes them 1 MiB (fuse-notes).  The bdi is
@@ -67,16 +67,41 @@ static void set_read_ahead(const char *mnt, unsigned kb)
         log_warn("cannot set %s: %s", path, strerror(errno));
 }
 
-enum fuse_op { OP_LOOKUP, OP_GETATTR, OP_READLINK, OP_OPEN, OP_READ, OP_READDIR,
-               OP_READDIRPLUS, OP_STATFS, OP_GETXATTR, OP_LISTXATTR, OP_CREATE, OP_MKNOD,
-               OP_MKDIR, OP_SYMLINK, OP_LINK, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_WRITE,
-               OP_SETATTR, OP_FSYNC, OP_FSYNCDIR, OP_SETXATTR, OP_REMOVEXATTR, OP_FALLOCATE,
-               OP_RELEASE, OP_IOCTL, OP_COUNT };
+enum fuse_op {
+    OP_LOOKUP,
+    OP_GETATTR,
+    OP_READLINK,
+    OP_OPEN,
+    OP_READ,
+    OP_READDIR,
+    OP_READDIRPLUS,
+    OP_STATFS,
+    OP_GETXATTR,
+    OP_LISTXATTR,
+    OP_CREATE,
+    OP_MKNOD,
+    OP_MKDIR,
+    OP_SYMLINK,
+    OP_LINK,
+    OP_UNLINK,
+    OP_RMDIR,
+    OP_RENAME,
+    OP_WRITE,
+    OP_SETATTR,
+    OP_FSYNC,
+    OP_FSYNCDIR,
+    OP_SETXATTR,
+    OP_REMOVEXATTR,
+    OP_FALLOCATE,
+    OP_RELEASE,
+    OP_IOCTL,
+    OP_COUNT
+};
 static const char *const op_names[OP_COUNT] = {
-    "lookup", "getattr", "readlink", "open", "read", "readdir", "readdirplus", "statfs",
-    "getxattr", "listxattr", "create", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir",
-    "rename", "write", "setattr", "fsync", "fsyncdir", "setxattr", "removexattr", "fallocate",
-    "release", "ioctl"};
+    "lookup",   "getattr",  "readlink",    "open",      "read",    "readdir", "readdirplus",
+    "statfs",   "getxattr", "listxattr",   "create",    "mknod",   "mkdir",   "symlink",
+    "link",     "unlink",   "rmdir",       "rename",    "write",   "setattr", "fsync",
+    "fsyncdir", "setxattr", "removexattr", "fallocate", "release", "ioctl"};
 
 /* READ reply buffers above the malloc mmap threshold (128 KiB, set in main) are kept for
  * reuse: allocating one per request cost an mmap, 256 zero-filled page faults and an
@@ -99,7 +124,7 @@ struct daemon {
     struct read_pool read_pool;
     atomic_uint_fast64_t requests[OP_COUNT];
     atomic_uint_fast64_t errors[OP_COUNT];
-    struct id_map ids; /* uid=, gid=, umask= (options.c) */
+    struct id_map ids;        /* uid=, gid=, umask= (options.c) */
     struct killpriv killpriv; /* killpriv.c: no GETXATTR before every WRITE */
     struct fuse_session *se;  /* for notifications to the kernel */
     struct fuse_ring *ring;   /* fuse_ring.c, with -o fuse_ring; set once, atomically */
@@ -226,8 +251,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int err = f2fuse_lookup(d->fs, to_f2fs(d, parent), name, strlen(name), &a);
     count(d, OP_LOOKUP, err && err != -ENOENT);
     if (err == -ENOENT) {
-        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
-                                     .entry_timeout = CACHE_TIMEOUT};
+        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
         fuse_reply_entry(req, &e); /* ino 0: a negative entry the kernel may cache */
         return;
     }
@@ -454,8 +478,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
              * pass unrecorded: a device that failed a read once is one to know about. */
             if (lerr && lerr != -ENOENT && unread++ == 0)
                 log_warn("readdirplus: attributes of '%s' in directory %llu: %s; listed by "
-                         "name only", e->name, (unsigned long long)to_f2fs(d, ino),
-                         strerror(-lerr));
+                         "name only",
+                         e->name, (unsigned long long)to_f2fs(d, ino), strerror(-lerr));
             bool found = lerr == 0;
             if (found && a.ino != e->ino) { /* renamed over meanwhile: name only */
                 f2fuse_forget(d->fs, a.ino, 1);
@@ -550,9 +574,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     reply_xattr_buf(req, n, buf, size);
 }
 
-
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                     dev_t rdev)
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     struct daemon *d = daemon_of(req);
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -767,9 +789,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
                          struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
-    int err = off < 0 || len <= 0 ? -EINVAL
-                                  : f2fuse_fallocate(d->fs, to_f2fs(d, ino), mode, (uint64_t)off,
-                                                     (uint64_t)len);
+    int err = off < 0 || len <= 0
+                  ? -EINVAL
+                  : f2fuse_fallocate(d->fs, to_f2fs(d, ino), mode, (uint64_t)off, (uint64_t)len);
     count(d, OP_FALLOCATE, err);
     reply_err(req, err);
 }
@@ -779,8 +801,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
  * asks CAP_SYS_ADMIN of FITRIM; a FUSE ioctl arrives without that check, so only root and
  * the daemon's own user may trim.  Other commands are not handled here: ENOTTY. */
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
-                     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
-                     size_t in_bufsz, size_t out_bufsz)
+                     struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+                     size_t out_bufsz)
 {
     struct daemon *d = daemon_of(req);
     if (cmd != FITRIM) {
@@ -932,13 +954,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
         return 1; /* -f, -d, -s, ...: for fuse_parse_cmdline */
     switch (mount_option(&c->opts, &c->test, &c->ids, &c->perf, arg)) { /* options.c */
     case MOPT_TAKEN:
-    case MOPT_DROP:
-        return 0;
-    case MOPT_PASS:
-        c->own_fsname |= strncmp(arg, "fsname=", 7) == 0;
-        return 1;
-    case MOPT_BAD:
-        break;
+    case MOPT_DROP: return 0;
+    case MOPT_PASS: c->own_fsname |= strncmp(arg, "fsname=", 7) == 0; return 1;
+    case MOPT_BAD: break;
     }
     c->bad = true;
     return -1;
@@ -946,12 +964,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 
 void mount_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: f2fuse [-f] [-d] [-s] [-o OPTIONS] IMAGE MOUNTPOINT\n"
-            "  -f            stay in the foreground\n"
-            "  -d            debug output (implies -f)\n"
-            "  -s            single-threaded\n"
-            "  -o OPTIONS    comma-separated, as listed below\n");
+    fprintf(out, "usage: f2fuse [-f] [-d] [-s] [-o OPTIONS] IMAGE MOUNTPOINT\n"
+                 "  -f            stay in the foreground\n"
+                 "  -d            debug output (implies -f)\n"
+                 "  -s            single-threaded\n"
+                 "  -o OPTIONS    comma-separated, as listed below\n");
     mount_options_help(out);
 }
 
@@ -1089,7 +1106,9 @@ int mount_main(int argc, char **argv)
     }
 
     int ret = 1, ready_fd = -1;
-    struct daemon d = {.read_only = c.opts.read_only, .ids = c.ids, .perf = c.perf,
+    struct daemon d = {.read_only = c.opts.read_only,
+                       .ids = c.ids,
+                       .perf = c.perf,
                        .read_pool = {.lock = PTHREAD_MUTEX_INITIALIZER}};
     struct fuse_session *se = NULL;
     struct ctl_server *ctl = NULL;

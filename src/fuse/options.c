@@ -20,17 +20,40 @@
 /* FUSE and kernel mount options libfuse 3.14 accepts and f2fuse passes on.  "=" at the end
  * means the option takes a value.  clone_fd, max_idle_threads= and max_threads= are read by
  * fuse_parse_cmdline (the daemon's threads). */
-static const char *const fuse_options[] = {
-    "allow_other", "allow_root", "auto_unmount", "default_permissions", "fsname=", "subtype=",
-    "max_read=", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime",
-    "sync", "async", "dirsync", "context=", "fscontext=", "defcontext=", "rootcontext=",
-    "debug", "clone_fd", "max_idle_threads=", "max_threads=", NULL};
+static const char *const fuse_options[] = {"allow_other",
+                                           "allow_root",
+                                           "auto_unmount",
+                                           "default_permissions",
+                                           "fsname=",
+                                           "subtype=",
+                                           "max_read=",
+                                           "dev",
+                                           "nodev",
+                                           "suid",
+                                           "nosuid",
+                                           "exec",
+                                           "noexec",
+                                           "atime",
+                                           "noatime",
+                                           "sync",
+                                           "async",
+                                           "dirsync",
+                                           "context=",
+                                           "fscontext=",
+                                           "defcontext=",
+                                           "rootcontext=",
+                                           "debug",
+                                           "clone_fd",
+                                           "max_idle_threads=",
+                                           "max_threads=",
+                                           NULL};
 
 /* mount(8) and fstab options that mean nothing to f2fuse.  "x-" and "comment=" are prefixes. */
 static const char *const dropped_options[] = {
-    "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner",
-    "group", "relatime", "norelatime", "strictatime", "nostrictatime", "diratime",
-    "nodiratime", "lazytime", "nolazytime", "loud", "silent", NULL};
+    "defaults",    "auto",          "noauto",   "nofail",     "_netdev",  "user",
+    "users",       "nouser",        "owner",    "group",      "relatime", "norelatime",
+    "strictatime", "nostrictatime", "diratime", "nodiratime", "lazytime", "nolazytime",
+    "loud",        "silent",        NULL};
 
 /* Whether item matches a table entry: "name" exactly, or "name=" followed by a value. */
 static bool in_table(const char *const *table, const char *item)
@@ -98,11 +121,20 @@ static int set_umask(void *target, const char *value)
 }
 
 static const struct optspec id_specs[] = {
-    {.name = "uid", .kind = OPTSPEC_CUSTOM, .parse = set_uid, .metavar = "uid=ID",
+    {.name = "uid",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_uid,
+     .metavar = "uid=ID",
      .help = "Every file is shown as owned by this user (a number or a name known here)."},
-    {.name = "gid", .kind = OPTSPEC_CUSTOM, .parse = set_gid, .metavar = "gid=ID",
+    {.name = "gid",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_gid,
+     .metavar = "gid=ID",
      .help = "Every file is shown in this group (a number or a name known here)."},
-    {.name = "umask", .kind = OPTSPEC_CUSTOM, .parse = set_umask, .metavar = "umask=OCTAL",
+    {.name = "umask",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_umask,
+     .metavar = "umask=OCTAL",
      .help = "These permission bits (an octal mode up to 0777) are cleared in what is shown."},
 };
 static const struct optspec_table id_options = OPTSPEC_TABLE("ownership shown", id_specs);
@@ -141,25 +173,54 @@ static int set_no_fuse_ring(void *target, const char *value)
 
 #define PERF(member) OPTSPEC_FIELD(struct fuse_perf_opts, member)
 static const struct optspec perf_specs[] = {
-    {.name = "writeback_cache", .negated = "nowriteback_cache", .kind = OPTSPEC_FLAG,
-     PERF(writeback_cache), .flags = OPTSPEC_ON_OFF, .fallback = "off",
+    {.name = "writeback_cache",
+     .negated = "nowriteback_cache",
+     .kind = OPTSPEC_FLAG,
+     PERF(writeback_cache),
+     .flags = OPTSPEC_ON_OFF,
+     .fallback = "off",
      .help = "The kernel's page cache buffers writes in front of f2fuse's own."},
-    {.name = "keep_cache", .kind = OPTSPEC_FLAG, PERF(keep_cache), .flags = OPTSPEC_ON_OFF,
-     .fallback = "on", .help = "An open keeps the kernel's cached pages of the file."},
-    {.name = "max_write", .kind = OPTSPEC_NUMBER, PERF(max_write), .min = 4096,
-     .max = FUSE_MAX_IO, .fallback = "1M", .metavar = "BYTES",
+    {.name = "keep_cache",
+     .kind = OPTSPEC_FLAG,
+     PERF(keep_cache),
+     .flags = OPTSPEC_ON_OFF,
+     .fallback = "on",
+     .help = "An open keeps the kernel's cached pages of the file."},
+    {.name = "max_write",
+     .kind = OPTSPEC_NUMBER,
+     PERF(max_write),
+     .min = 4096,
+     .max = FUSE_MAX_IO,
+     .fallback = "1M",
+     .metavar = "BYTES",
      .help = "Largest WRITE request the kernel sends."},
-    {.name = "read_ahead_kb", .kind = OPTSPEC_NUMBER, PERF(read_ahead_kb), .min = 1,
-     .max = 65536, .fallback = "1024", .metavar = "KB",
+    {.name = "read_ahead_kb",
+     .kind = OPTSPEC_NUMBER,
+     PERF(read_ahead_kb),
+     .min = 1,
+     .max = 65536,
+     .fallback = "1024",
+     .metavar = "KB",
      .help = "The kernel's read-ahead window on the mount."},
-    {.name = "max_background", .kind = OPTSPEC_NUMBER, PERF(max_background), .min = 1,
-     .max = 65535, .fallback = "64", .metavar = "N",
+    {.name = "max_background",
+     .kind = OPTSPEC_NUMBER,
+     PERF(max_background),
+     .min = 1,
+     .max = 65535,
+     .fallback = "64",
+     .metavar = "N",
      .help = "Background requests (read-ahead, asynchronous) the kernel keeps in flight."},
-    {.name = "fuse_ring", .kind = OPTSPEC_CUSTOM, .parse = set_fuse_ring, .fallback = "auto",
+    {.name = "fuse_ring",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_fuse_ring,
+     .fallback = "auto",
      .metavar = "fuse_ring[=N|auto|off]",
      .help = "Requests over io_uring, N threads per kernel queue (1..64), when offered."},
-    {.name = "nofuse_ring", .kind = OPTSPEC_CUSTOM, .parse = set_no_fuse_ring,
-     .metavar = "nofuse_ring", .help = "Requests through /dev/fuse only."},
+    {.name = "nofuse_ring",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_no_fuse_ring,
+     .metavar = "nofuse_ring",
+     .help = "Requests through /dev/fuse only."},
 };
 static const struct optspec_table perf_options = OPTSPEC_TABLE("FUSE tuning", perf_specs);
 
@@ -172,8 +233,7 @@ void fuse_perf_opts_init(struct fuse_perf_opts *perf)
 /* One of the daemon's own tables takes the item: MOPT_TAKEN, MOPT_BAD with a message naming
  * what the option accepts, or MOPT_PASS (not theirs: the caller goes on). */
 static enum mount_opt_verdict own_option(const struct optspec_table *t, void *target,
-                                         const char *name, const char *value,
-                                         const char *item)
+                                         const char *name, const char *value, const char *item)
 {
     int err = optspec_set(t, target, name, value);
     if (err == -ENOENT)
@@ -185,14 +245,14 @@ static enum mount_opt_verdict own_option(const struct optspec_table *t, void *ta
     char usage[200], range[200];
     optspec_usage(s, usage, sizeof(usage));
     optspec_range(s, range, sizeof(range));
-    fprintf(stderr, "f2fuse: error: bad value in option '%s' (%s: %s; %s)\n", item, usage,
-            s->help, range);
+    fprintf(stderr, "f2fuse: error: bad value in option '%s' (%s: %s; %s)\n", item, usage, s->help,
+            range);
     return MOPT_BAD;
 }
 
-enum mount_opt_verdict mount_option(struct f2fuse_options *opts,
-                                    struct f2fuse_test_options *test, struct id_map *ids,
-                                    struct fuse_perf_opts *perf, const char *item)
+enum mount_opt_verdict mount_option(struct f2fuse_options *opts, struct f2fuse_test_options *test,
+                                    struct id_map *ids, struct fuse_perf_opts *perf,
+                                    const char *item)
 {
     char name[64];
     const char *eq = strchr(item, '=');
@@ -212,8 +272,8 @@ enum mount_opt_verdict mount_option(struct f2fuse_options *opts,
         if (err == 0) /* ro and rw are the kernel mount's too */
             return strcmp(name, "ro") == 0 || strcmp(name, "rw") == 0 ? MOPT_PASS : MOPT_TAKEN;
         if (err == -EINVAL) {
-            fprintf(stderr, "f2fuse: error: bad value in option '%s' (f2fuse options: %s)\n",
-                    item, f2fuse_option_names());
+            fprintf(stderr, "f2fuse: error: bad value in option '%s' (f2fuse options: %s)\n", item,
+                    f2fuse_option_names());
             return MOPT_BAD;
         }
     }

@@ -25,9 +25,9 @@ struct id_map {
  * end").  Taken by the daemon, not the library: they only shape the kernel side. */
 #define FUSE_MAX_IO (1u << 20) /* fuse-notes: a larger max_write kills the session */
 struct fuse_perf_opts {
-    bool writeback_cache; /* the kernel's page cache buffers writes in front of ours */
-    bool keep_cache;      /* an open keeps the kernel's cached pages of the file */
-    unsigned max_write;   /* largest WRITE request, bytes, <= 1 MiB */
+    bool writeback_cache;   /* the kernel's page cache buffers writes in front of ours */
+    bool keep_cache;        /* an open keeps the kernel's cached pages of the file */
+    unsigned max_write;     /* largest WRITE request, bytes, <= 1 MiB */
     unsigned read_ahead_kb; /* set on the mount's bdi: 1024 gives 1 MiB buffered READs */
     /* Background requests (readahead, async) the kernel keeps in flight; at 3/4 of it the
      * connection counts as congested and the kernel drops async readahead.  The default,
@@ -46,18 +46,18 @@ struct fuse_perf_opts {
 void fuse_perf_opts_init(struct fuse_perf_opts *perf);
 
 enum mount_opt_verdict {
-    MOPT_TAKEN,   /* f2fuse's own; libfuse must not see it */
-    MOPT_PASS,    /* for libfuse (FUSE or kernel mount option) */
-    MOPT_DROP,    /* meaningful to mount(8) or fstab only */
-    MOPT_BAD,     /* refused; a message was printed */
+    MOPT_TAKEN, /* f2fuse's own; libfuse must not see it */
+    MOPT_PASS,  /* for libfuse (FUSE or kernel mount option) */
+    MOPT_DROP,  /* meaningful to mount(8) or fstab only */
+    MOPT_BAD,   /* refused; a message was printed */
 };
 
 /* Classifies one -o item ("name" or "name=value") and applies what is f2fuse's: the
  * library's options go to opts, the test options to test, the id mapping to ids, the FUSE
  * tuning to perf. */
-enum mount_opt_verdict mount_option(struct f2fuse_options *opts,
-                                    struct f2fuse_test_options *test, struct id_map *ids,
-                                    struct fuse_perf_opts *perf, const char *item);
+enum mount_opt_verdict mount_option(struct f2fuse_options *opts, struct f2fuse_test_options *test,
+                                    struct id_map *ids, struct fuse_perf_opts *perf,
+                                    const char *item);
 
 /* Shows an attribute as the mapping says. */
 void id_map_apply(const struct id_map *ids, struct stat *st);

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #define NS_PER_SEC 1000000000ull
-#define NS_PER_MS 1000000ull
+#define NS_PER_MS  1000000ull
 
 static inline uint64_t timespec_ns(const struct timespec *t)
 {

@@ -7,8 +7,7 @@
 
 #include "util/parse.h"
 
-const struct optspec *optspec_find(const struct optspec_table *t, const char *name,
-                                   bool *negated)
+const struct optspec *optspec_find(const struct optspec_table *t, const char *name, bool *negated)
 {
     for (size_t i = 0; i < t->count; i++) {
         const struct optspec *s = &t->specs[i];
@@ -46,8 +45,7 @@ static void store_number(const struct optspec *s, void *target, uint64_t n)
 
 uint64_t optspec_number(const struct optspec *s, const void *target)
 {
-    if (s->kind == OPTSPEC_TEXT || s->kind == OPTSPEC_CUSTOM ||
-        (s->flags & OPTSPEC_STORE_WORD))
+    if (s->kind == OPTSPEC_TEXT || s->kind == OPTSPEC_CUSTOM || (s->flags & OPTSPEC_STORE_WORD))
         return 0;
     const void *f = cfield(s, target);
     if (s->size == sizeof(bool))
@@ -124,8 +122,7 @@ static int set_one(const struct optspec *s, void *target, const char *value, boo
     return -EINVAL;
 }
 
-int optspec_set(const struct optspec_table *t, void *target, const char *name,
-                const char *value)
+int optspec_set(const struct optspec_table *t, void *target, const char *name, const char *value)
 {
     bool negated = false;
     const struct optspec *s = optspec_find(t, name, &negated);
@@ -211,9 +208,7 @@ void optspec_usage(const struct optspec *s, char *buf, size_t len)
     case OPTSPEC_CUSTOM: /* its metavar says all: "fuse_ring[=N|auto|off]" */
         snprintf(buf, len, "%s", s->metavar ? s->metavar : s->name);
         break;
-    default:
-        snprintf(buf, len, "%s=%s", s->name, s->metavar ? s->metavar : "VALUE");
-        break;
+    default: snprintf(buf, len, "%s=%s", s->name, s->metavar ? s->metavar : "VALUE"); break;
     }
 }
 
@@ -229,11 +224,9 @@ void optspec_range(const struct optspec *s, char *buf, size_t len)
         format_size(s->min, counts_bytes(s), lo, sizeof(lo));
         format_size(s->max, counts_bytes(s), hi, sizeof(hi));
         if (s->max == UINT64_MAX)
-            snprintf(buf, len, "%s%s or more", s->flags & OPTSPEC_ZERO_OFF ? "0 (off), " : "",
-                     lo);
+            snprintf(buf, len, "%s%s or more", s->flags & OPTSPEC_ZERO_OFF ? "0 (off), " : "", lo);
         else
-            snprintf(buf, len, "%s%s..%s", s->flags & OPTSPEC_ZERO_OFF ? "0 (off), " : "", lo,
-                     hi);
+            snprintf(buf, len, "%s%s..%s", s->flags & OPTSPEC_ZERO_OFF ? "0 (off), " : "", lo, hi);
         break;
     case OPTSPEC_TEXT: snprintf(buf, len, "up to %zu characters", s->size - 1); break;
     case OPTSPEC_CUSTOM: snprintf(buf, len, "%s", s->metavar ? s->metavar : s->name); break;
@@ -288,8 +281,7 @@ static void print_lines(const struct optspec *s, FILE *out, bool troff)
                 liveness(s));
 }
 
-void optspec_print(const struct optspec_table *t, FILE *out, enum optspec_style style,
-                   bool tests)
+void optspec_print(const struct optspec_table *t, FILE *out, enum optspec_style style, bool tests)
 {
     bool first = true;
     for (size_t i = 0; i < t->count; i++) {

@@ -19,12 +19,12 @@ enum optspec_kind {
     OPTSPEC_CUSTOM, /* parse() reads the value */
 };
 
-#define OPTSPEC_LIVE (1u << 0)      /* `f2fuse set` may change it on a read-write mount */
-#define OPTSPEC_LIVE_RO (1u << 1)   /* ... and on a read-only one */
-#define OPTSPEC_ON_OFF (1u << 2)    /* FLAG: also name=on|off|1|0 */
-#define OPTSPEC_ZERO_OFF (1u << 3)  /* NUMBER: 0 (off) is valid besides min..max */
+#define OPTSPEC_LIVE       (1u << 0) /* `f2fuse set` may change it on a read-write mount */
+#define OPTSPEC_LIVE_RO    (1u << 1) /* ... and on a read-only one */
+#define OPTSPEC_ON_OFF     (1u << 2) /* FLAG: also name=on|off|1|0 */
+#define OPTSPEC_ZERO_OFF   (1u << 3) /* NUMBER: 0 (off) is valid besides min..max */
 #define OPTSPEC_STORE_WORD (1u << 4) /* CHOICE: the field is a const char * to the word */
-#define OPTSPEC_TEST (1u << 5)      /* for the crash and fault tests (f2fuse_test.h) */
+#define OPTSPEC_TEST       (1u << 5) /* for the crash and fault tests (f2fuse_test.h) */
 
 struct optspec_choice {
     const char *word;
@@ -34,10 +34,10 @@ struct optspec_choice {
 struct optspec {
     const char *name;
     enum optspec_kind kind;
-    size_t offset, size; /* of the field in the table's target struct */
-    const char *negated; /* FLAG: the name that clears it ("nodiscard"), or NULL */
+    size_t offset, size;  /* of the field in the table's target struct */
+    const char *negated;  /* FLAG: the name that clears it ("nodiscard"), or NULL */
     const char *fallback; /* the default as a user would write it ("64M", "on"); NULL: zero */
-    uint64_t min, max;   /* NUMBER: the valid range */
+    uint64_t min, max;    /* NUMBER: the valid range */
     const struct optspec_choice *choices; /* CHOICE: ends with a NULL word */
     /* CUSTOM: stores value (NULL when given without '=') into the target; 0 or -EINVAL. */
     int (*parse)(void *target, const char *value);
@@ -54,16 +54,17 @@ struct optspec_table {
 };
 
 #define OPTSPEC_FIELD(type, member) offsetof(type, member), sizeof(((type *)0)->member)
-#define OPTSPEC_TABLE(title, specs) {(title), (specs), sizeof(specs) / sizeof((specs)[0])}
+#define OPTSPEC_TABLE(title, specs)                          \
+    {                                                        \
+        (title), (specs), sizeof(specs) / sizeof((specs)[0]) \
+    }
 
 /* The option called name (or its negated name, then *negated is set), or NULL. */
-const struct optspec *optspec_find(const struct optspec_table *t, const char *name,
-                                   bool *negated);
+const struct optspec *optspec_find(const struct optspec_table *t, const char *name, bool *negated);
 
 /* Sets one option of target from "name" or "name=value" (value NULL without '=').
  * 0, -ENOENT when the table has no such name, -EINVAL for a bad or missing value. */
-int optspec_set(const struct optspec_table *t, void *target, const char *name,
-                const char *value);
+int optspec_set(const struct optspec_table *t, void *target, const char *name, const char *value);
 
 /* Stores every option's default into target. */
 void optspec_defaults(const struct optspec_table *t, void *target);
@@ -86,8 +87,7 @@ enum optspec_style {
 
 /* Prints the table's options (those with OPTSPEC_TEST only when tests is true; in a list,
  * behind "(tests) "). */
-void optspec_print(const struct optspec_table *t, FILE *out, enum optspec_style style,
-                   bool tests);
+void optspec_print(const struct optspec_table *t, FILE *out, enum optspec_style style, bool tests);
 
 /* What values s accepts, for error messages ("1..4096", "on|off|sync"). */
 void optspec_range(const struct optspec *s, char *buf, size_t len);

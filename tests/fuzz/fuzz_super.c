@@ -7,7 +7,7 @@
 
 #include "harness.h"
 
-#define SB_OFF 1024u
+#define SB_OFF  1024u
 #define SB_AREA (FZ_BLOCK - SB_OFF)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

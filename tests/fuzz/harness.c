@@ -22,9 +22,9 @@
 static struct {
     int fd;
     char path[64];
-    char dir[128];          /* the base script's output */
-    uint8_t *base;          /* the base image, FZ_IMAGE_BYTES */
-    uint32_t *nonzero;      /* its blocks that are not all zeros */
+    char dir[128];     /* the base script's output */
+    uint8_t *base;     /* the base image, FZ_IMAGE_BYTES */
+    uint32_t *nonzero; /* its blocks that are not all zeros */
     uint32_t nonzero_count;
     uint32_t *targets[FZ_T_COUNT];
     uint32_t target_count[FZ_T_COUNT];
@@ -38,7 +38,10 @@ static void die(const char *what)
     abort();
 }
 
-const char *fz_image_path(void) { return fz.path; }
+const char *fz_image_path(void)
+{
+    return fz.path;
+}
 
 void fz_write(uint64_t off, const void *buf, size_t len)
 {
@@ -113,8 +116,14 @@ size_t fz_record(uint8_t *buf, uint32_t blkaddr, const uint8_t *block)
     uint32_t len = FZ_BLOCK;
     while (len && !block[len - 1])
         len--;
-    uint8_t hdr[8] = {(uint8_t)blkaddr, (uint8_t)(blkaddr >> 8), (uint8_t)(blkaddr >> 16),
-                      (uint8_t)(blkaddr >> 24), 0, 0, (uint8_t)len, (uint8_t)(len >> 8)};
+    uint8_t hdr[8] = {(uint8_t)blkaddr,
+                      (uint8_t)(blkaddr >> 8),
+                      (uint8_t)(blkaddr >> 16),
+                      (uint8_t)(blkaddr >> 24),
+                      0,
+                      0,
+                      (uint8_t)len,
+                      (uint8_t)(len >> 8)};
     memcpy(buf, hdr, 8);
     memcpy(buf + 8, block, len);
     return 8 + len;
@@ -122,12 +131,15 @@ size_t fz_record(uint8_t *buf, uint32_t blkaddr, const uint8_t *block)
 
 /* ---- the walk ---------------------------------------------------------------------- */
 
-#define WALK_MAX_INODES 1024
+#define WALK_MAX_INODES      1024
 #define WALK_MAX_DIR_ENTRIES 256
-#define WALK_READ_BYTES (128u << 10) /* per file: hostile sizes must not make a run slow */
+#define WALK_READ_BYTES      (128u << 10) /* per file: hostile sizes must not make a run slow */
 
 struct name_list {
-    struct { char name[256]; size_t len; } *v;
+    struct {
+        char name[256];
+        size_t len;
+    } * v;
     size_t n, cap;
 };
 
@@ -202,7 +214,7 @@ static void walk(struct f2fuse *fs, struct walked *kept, unsigned *nkept)
     static __thread struct seen seen;
     uint8_t *buf = malloc(65536);
     struct name_list names = {.v = malloc(sizeof(*names.v) * WALK_MAX_DIR_ENTRIES),
-                             .cap = WALK_MAX_DIR_ENTRIES};
+                              .cap = WALK_MAX_DIR_ENTRIES};
     uint32_t *queue = malloc(sizeof(uint32_t) * WALK_MAX_INODES);
     if (!buf || !names.v || !queue)
         die("malloc");
@@ -235,8 +247,8 @@ static void walk(struct f2fuse *fs, struct walked *kept, unsigned *nkept)
             f2fuse_getattr(fs, a.ino, &a);
             if (*nkept < WALK_KEEP) {
                 struct walked *w = &kept[(*nkept)++];
-                *w = (struct walked){.dir = dir, .ino = a.ino, .mode = a.mode, .size = a.size,
-                                     .len = len};
+                *w = (struct walked){
+                    .dir = dir, .ino = a.ino, .mode = a.mode, .size = a.size, .len = len};
                 memcpy(w->name, name, len);
             }
             read_xattrs(fs, a.ino, buf);
@@ -371,7 +383,7 @@ static void find_targets(void)
     unsigned head = 0, tail = 0;
     queue[tail++] = fs->root_ino;
     struct name_list names = {.v = malloc(sizeof(*names.v) * WALK_MAX_DIR_ENTRIES),
-                             .cap = WALK_MAX_DIR_ENTRIES};
+                              .cap = WALK_MAX_DIR_ENTRIES};
     while (head < tail) {
         uint32_t dir = queue[head++];
         names.n = 0;
@@ -439,7 +451,8 @@ static void find_targets(void)
                     break;
                 }
         }
-    for (uint32_t b = le32(fs->cp->cp_pack_start_sum); b + 1 < le32(fs->cp->cp_pack_total_block_count); b++)
+    for (uint32_t b = le32(fs->cp->cp_pack_start_sum);
+         b + 1 < le32(fs->cp->cp_pack_total_block_count); b++)
         add_target(FZ_T_META, fs->cp_start + b);
     fz.cp_blkaddr = le32(sb->cp_blkaddr);
     f2fuse_close(fs);
@@ -486,8 +499,7 @@ static void add_f2fuse_changes(void)
     uint32_t root = f2fuse_root_ino(fs);
     struct f2fuse_attr a, d;
     static const char big[3000] = "a value too large for the inode";
-    if (f2fuse_lookup(fs, root, "small", 5, &d) ||
-        f2fuse_lookup(fs, d.ino, "inline.txt", 10, &a) ||
+    if (f2fuse_lookup(fs, root, "small", 5, &d) || f2fuse_lookup(fs, d.ino, "inline.txt", 10, &a) ||
         f2fuse_setxattr(fs, a.ino, "user.small", "v", 1, 0) ||
         f2fuse_setxattr(fs, a.ino, "trusted.big", big, sizeof(big), 0) ||
         f2fuse_lookup(fs, d.ino, "three_blocks", 12, &a) ||
@@ -544,9 +556,15 @@ const uint32_t *fz_targets(enum fz_target kind, uint32_t *count)
     return fz.targets[kind];
 }
 
-uint32_t fz_base_cp_blkaddr(void) { return fz.cp_blkaddr; }
+uint32_t fz_base_cp_blkaddr(void)
+{
+    return fz.cp_blkaddr;
+}
 
-bool fz_want_seeds(void) { return fz.seed_dir != NULL; }
+bool fz_want_seeds(void)
+{
+    return fz.seed_dir != NULL;
+}
 
 void fz_seed(const char *name, const void *data, size_t size)
 {

@@ -21,9 +21,9 @@
 
 #include "f2fuse.h"
 
-#define FZ_BLOCK 4096u
+#define FZ_BLOCK       4096u
 #define FZ_IMAGE_BYTES (96u << 20) /* tests/fuzz/mkbase.sh */
-#define FZ_BLOCKS (FZ_IMAGE_BYTES / FZ_BLOCK)
+#define FZ_BLOCKS      (FZ_IMAGE_BYTES / FZ_BLOCK)
 
 /* What a per-structure harness points the fuzzer at, found by walking the base image. */
 enum fz_target {

@@ -12,29 +12,29 @@
 
 static int check_failures;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            check_failures++;                                                         \
-        }                                                                             \
+            check_failures++;                                                        \
+        }                                                                            \
     } while (0)
 
-#define CHECK_EQ(a, b)                                                                  \
-    do {                                                                                \
-        long long check_a_ = (long long)(a), check_b_ = (long long)(b);                 \
-        if (check_a_ != check_b_) {                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s == %s (%lld != %lld)\n", __FILE__, \
-                    __LINE__, #a, #b, check_a_, check_b_);                              \
-            check_failures++;                                                           \
-        }                                                                               \
+#define CHECK_EQ(a, b)                                                                            \
+    do {                                                                                          \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);                           \
+        if (check_a_ != check_b_) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
+                    #a, #b, check_a_, check_b_);                                                  \
+            check_failures++;                                                                     \
+        }                                                                                         \
     } while (0)
 
 /* Runs one case function and reports it. */
-#define RUN(fn)                                                       \
-    do {                                                              \
-        int check_before_ = check_failures;                           \
-        fn();                                                         \
+#define RUN(fn)                                                                    \
+    do {                                                                           \
+        int check_before_ = check_failures;                                        \
+        fn();                                                                      \
         printf("%s %s\n", check_failures == check_before_ ? "ok  " : "FAIL", #fn); \
     } while (0)
 
@@ -53,6 +53,7 @@ static inline __attribute__((format(printf, 1, 2))) int sh(const char *fmt, ...)
     return rc;
 }
 
-#define CHECK_DONE() (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
+#define CHECK_DONE() \
+    (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1) : 0)
 
 #endif

@@ -34,14 +34,14 @@ static size_t acl_value(uint8_t *out, const struct ent *e, size_t n)
 }
 
 static const struct ent dflt[] = {
-    {USER_OBJ, 7, NOID}, {USER, 7, 1234}, {GROUP_OBJ, 5, NOID}, {GROUP, 5, 4321},
-    {MASK, 7, NOID},     {OTHER, 5, NOID},
+    {USER_OBJ, 7, NOID}, {USER, 7, 1234}, {GROUP_OBJ, 5, NOID},
+    {GROUP, 5, 4321},    {MASK, 7, NOID}, {OTHER, 5, NOID},
 };
 
 static int open_rw(void)
 {
-    static const char *const set[][2] = {{"rw", NULL}, {"backend", "psync"},
-                                          {"checkpoint_interval", "0"}};
+    static const char *const set[][2] = {
+        {"rw", NULL}, {"backend", "psync"}, {"checkpoint_interval", "0"}};
     struct f2fuse_options o;
     f2fuse_options_init(&o);
     for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
@@ -118,8 +118,7 @@ static void default_acl_inherited(void)
     CHECK_EQ(acl_of(a.ino, "system.posix_acl_access", e, 8), -ENODATA);
 
     /* a default ACL equivalent to a mode leaves no access ACL */
-    static const struct ent plain[] = {{USER_OBJ, 7, NOID}, {GROUP_OBJ, 5, NOID},
-                                       {OTHER, 0, NOID}};
+    static const struct ent plain[] = {{USER_OBJ, 7, NOID}, {GROUP_OBJ, 5, NOID}, {OTHER, 0, NOID}};
     len = acl_value(v, plain, 3);
     CHECK_EQ(f2fuse_mkdir(fs, root, "e", 1, 0755, 0, 0, &a), 0);
     uint32_t dir_e = a.ino;
@@ -160,8 +159,7 @@ int main(void)
     if (!getenv("F2FUSE_LOG"))
         setenv("F2FUSE_LOG", "none", 1);
     const char *tmp = getenv("TMPDIR");
-    snprintf(img, sizeof(img), "%s/f2fuse-test-acl.%d.img", tmp ? tmp : "/var/tmp",
-             (int)getpid());
+    snprintf(img, sizeof(img), "%s/f2fuse-test-acl.%d.img", tmp ? tmp : "/var/tmp", (int)getpid());
     if (sh("rm -f %s && truncate -s 64M %s && mkfs.f2fs -f %s >/dev/null", img, img, img)) {
         printf("skip: mkfs.f2fs failed\n");
         return 77;

@@ -20,13 +20,13 @@
 #include "check.h"
 
 #define IMG_SIZE (16u << 20)
-#define BLK 4096u
+#define BLK      4096u
 
 /* What the cases run against; set before each round of cases. */
 static struct {
     const char *backend; /* requested */
     const char *dir;
-    bool dir_direct;     /* O_DIRECT usable in dir: uring stays uring */
+    bool dir_direct; /* O_DIRECT usable in dir: uring stays uring */
     uint64_t rng;
     char path[512];
 } env;
@@ -175,8 +175,7 @@ static struct blk_req make_req(enum blk_op op, uint64_t off, uint64_t len, void 
 }
 
 /* Runs one async request to completion and returns its result. */
-static int64_t run_async(struct blk_dev *dev, enum blk_op op, uint64_t off, uint64_t len,
-                         void *buf)
+static int64_t run_async(struct blk_dev *dev, enum blk_op op, uint64_t off, uint64_t len, void *buf)
 {
     struct waiter w;
     waiter_init(&w);
@@ -372,8 +371,7 @@ static void test_unaligned_concurrent_writes(void)
     CHECK_EQ(blk_read(dev, 0, back, 4 * BLK), 0);
     CHECK(range_has_pattern(back, 0, base));
     CHECK(memcmp(back + base, src, N * PIECE) == 0);
-    CHECK(range_has_pattern(back + base + N * PIECE, base + N * PIECE,
-                            4 * BLK - base - N * PIECE));
+    CHECK(range_has_pattern(back + base + N * PIECE, base + N * PIECE, 4 * BLK - base - N * PIECE));
     free(back);
     free(src);
     close_and_remove(dev);
@@ -695,8 +693,8 @@ static void *bw_racer_main(void *arg)
     struct bw_racer *r = arg;
     uint8_t *buf = blk_alloc_buf(r->len);
     memset(buf, 0x5a, r->len);
-    struct blk_req req = {.op = BLK_WRITE, .prio = r->prio, .off = r->off, .len = r->len,
-                          .buf = buf};
+    struct blk_req req = {
+        .op = BLK_WRITE, .prio = r->prio, .off = r->off, .len = r->len, .buf = buf};
     struct blk_req *p = &req;
     r->err = blk_submit_wait(r->dev, &p, 1);
     r->position = atomic_fetch_add(r->order, 1);
@@ -716,8 +714,11 @@ static void test_bw_limit_priorities(void)
      * r[0] still runs. */
     for (unsigned i = 0; i < 6; i++) {
         enum blk_prio prio = i == 5 ? BLK_PRIO_HIGH : BLK_PRIO_LOW;
-        r[i] = (struct bw_racer){.dev = dev, .prio = prio, .off = (uint64_t)i << 20,
-                                 .len = i == 5 ? BLK : 1u << 20, .order = &order};
+        r[i] = (struct bw_racer){.dev = dev,
+                                 .prio = prio,
+                                 .off = (uint64_t)i << 20,
+                                 .len = i == 5 ? BLK : 1u << 20,
+                                 .order = &order};
         pthread_create(&th[i], NULL, bw_racer_main, &r[i]);
         usleep(i == 0 ? 30000 : 5000); /* r[0] first, the LOW ones queued before r[5] */
     }
@@ -747,13 +748,16 @@ static void test_bw_limit_idle_waits_for_idle(void)
     struct blk_dev *dev = open_fresh(0);
     blk_set_bw_limit(dev, 8u << 20); /* 1 MiB = 125 ms */
     atomic_uint order = 0;
-    struct bw_racer idle = {.dev = dev, .prio = BLK_PRIO_IDLE, .off = 8u << 20, .len = BLK,
-                            .order = &order};
+    struct bw_racer idle = {
+        .dev = dev, .prio = BLK_PRIO_IDLE, .off = 8u << 20, .len = BLK, .order = &order};
     struct bw_racer low[3];
     pthread_t th;
     for (unsigned i = 0; i < 3; i++) {
-        low[i] = (struct bw_racer){.dev = dev, .prio = BLK_PRIO_LOW, .off = (uint64_t)i << 20,
-                                   .len = 1u << 20, .order = &order};
+        low[i] = (struct bw_racer){.dev = dev,
+                                   .prio = BLK_PRIO_LOW,
+                                   .off = (uint64_t)i << 20,
+                                   .len = 1u << 20,
+                                   .order = &order};
         if (i == 0) { /* the first LOW write takes the device, then the idle one queues */
             pthread_t first;
             pthread_create(&first, NULL, bw_racer_main, &low[0]);
@@ -788,8 +792,8 @@ static void test_close_waits(void)
     struct waiter w;
     waiter_init(&w);
     for (unsigned i = 0; i < N; i++) {
-        reqs[i] = make_req(BLK_READ, (rnd() % (IMG_SIZE / BLK)) * BLK, BLK,
-                           bufs + (size_t)i * BLK, &w);
+        reqs[i] = make_req(BLK_READ, (rnd() % (IMG_SIZE / BLK)) * BLK, BLK, bufs + (size_t)i * BLK,
+                           &w);
         ptrs[i] = &reqs[i];
     }
     CHECK_EQ(blk_submit(dev, ptrs, N), 0);

@@ -18,8 +18,8 @@ static void hash_matches_f2fs_tools(void)
         {"A", 0x280269f2},
         {"big.bin", 0x66a80ad4},
         {"huge.bin", 0x538c170c},
-        {"0123456789abcdef", 0x5a0788b2},  /* exactly one round */
-        {"abcdefghijklmnopq", 0x972a82e7}, /* spills into a second round */
+        {"0123456789abcdef", 0x5a0788b2},                       /* exactly one round */
+        {"abcdefghijklmnopq", 0x972a82e7},                      /* spills into a second round */
         {"h\xc3\xa9llo w\xc3\xb6rld \xe2\x9c\x93", 0x241925fe}, /* UTF-8: bytes unsigned */
     };
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)

@@ -22,7 +22,7 @@
 #include "check.h"
 #include "api/api.h"
 
-#define BLK 4096u
+#define BLK  4096u
 #define SEGB F2FS_BLOCKS_PER_SEG
 #define MAIN 1024u /* main area of the engine tests starts at this block */
 #define SEGS 16u
@@ -90,15 +90,24 @@ struct counters {
 static void grab(void *arg, const char *name, uint64_t v)
 {
     struct counters *c = arg;
-    if (!strcmp(name, "discard.ranges_issued")) c->ranges = v;
-    else if (!strcmp(name, "discard.bytes")) c->bytes = v;
-    else if (!strcmp(name, "discard.merges")) c->merges = v;
-    else if (!strcmp(name, "discard.splits")) c->splits = v;
-    else if (!strcmp(name, "discard.cancelled")) c->cancelled = v;
-    else if (!strcmp(name, "discard.skipped_done")) c->skipped = v;
-    else if (!strcmp(name, "discard.pending")) c->pending = v;
-    else if (!strcmp(name, "discard.done_blocks")) c->done = v;
-    else if (!strcmp(name, "discard.alloc_waits")) c->waits = v;
+    if (!strcmp(name, "discard.ranges_issued"))
+        c->ranges = v;
+    else if (!strcmp(name, "discard.bytes"))
+        c->bytes = v;
+    else if (!strcmp(name, "discard.merges"))
+        c->merges = v;
+    else if (!strcmp(name, "discard.splits"))
+        c->splits = v;
+    else if (!strcmp(name, "discard.cancelled"))
+        c->cancelled = v;
+    else if (!strcmp(name, "discard.skipped_done"))
+        c->skipped = v;
+    else if (!strcmp(name, "discard.pending"))
+        c->pending = v;
+    else if (!strcmp(name, "discard.done_blocks"))
+        c->done = v;
+    else if (!strcmp(name, "discard.alloc_waits"))
+        c->waits = v;
 }
 
 static struct counters counters(struct discard_control *dc)
@@ -213,7 +222,8 @@ static void block_and_parallel_modes(void)
         discard_queue(d.dc, MAIN + 4000, 40);
         CHECK_EQ(discard_issue(d.dc, 0, UINT32_MAX, &bytes), 0);
         CHECK_EQ(bytes, 41ull * BLK);
-        CHECK_EQ(counters(d.dc).ranges, SEGS * SEGB / 4 + (modes[m] == F2FUSE_DISCARD_BLOCK ? 41 : 2));
+        CHECK_EQ(counters(d.dc).ranges,
+                 SEGS * SEGB / 4 + (modes[m] == F2FUSE_DISCARD_BLOCK ? 41 : 2));
         dev_close(&d);
     }
 }
@@ -349,8 +359,8 @@ static void allocation_races_inflight(void)
 
 static void make_image(const char *img, unsigned mib)
 {
-    CHECK_EQ(sh("rm -f %s && truncate -s %uM %s && mkfs.f2fs -f %s >/dev/null", img, mib, img,
-                img), 0);
+    CHECK_EQ(sh("rm -f %s && truncate -s %uM %s && mkfs.f2fs -f %s >/dev/null", img, mib, img, img),
+             0);
 }
 
 static uint64_t allocated_bytes(const char *img)
@@ -385,7 +395,8 @@ static uint32_t make_file(struct f2fuse *fs, const char *name, uint32_t blocks, 
         uint32_t n = blocks - b < 64 ? blocks - b : 64;
         for (uint32_t i = 0; i < n; i++)
             memset(buf + (size_t)i * BLK, tag ^ (uint8_t)(b + i), BLK);
-        CHECK_EQ(f2fuse_write(fs, a.ino, buf, (size_t)n * BLK, (uint64_t)b * BLK), (ssize_t)n * BLK);
+        CHECK_EQ(f2fuse_write(fs, a.ino, buf, (size_t)n * BLK, (uint64_t)b * BLK),
+                 (ssize_t)n * BLK);
     }
     free(buf);
     return a.ino;
@@ -443,7 +454,8 @@ static void trim_reports_and_second_is_zero(void)
     uint64_t window = trimmed;
     CHECK_EQ(f2fuse_trim(fs, 0, UINT64_MAX, 0, &trimmed), 0);
     uint64_t free_bytes = ((uint64_t)(fs->main_blkend - fs->main_blkaddr) -
-                           seg_valid_blocks(fs->seg)) * BLK;
+                           seg_valid_blocks(fs->seg)) *
+                          BLK;
     printf("  trimmed %llu + %llu bytes of %llu free\n", (unsigned long long)window,
            (unsigned long long)trimmed, (unsigned long long)free_bytes);
     CHECK(trimmed + window <= free_bytes);
@@ -486,7 +498,8 @@ static void online_discard_after_checkpoint(void)
     /* punch every other 64 KiB: freed at the next checkpoint, discarded after it */
     for (uint64_t off = 0; off < 8192ull * BLK; off += 128 << 10)
         CHECK_EQ(f2fuse_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-                                  64 << 10), 0);
+                                  64 << 10),
+                 0);
     CHECK_EQ(f2fuse_sync(fs), 0);
     CHECK(counter(fs, "discard.candidates") >= 4096);
     for (int i = 0; i < 500 && counter(fs, "discard.bytes") < 4096ull * BLK; i++)
@@ -497,7 +510,8 @@ static void online_discard_after_checkpoint(void)
     /* isolated single blocks stay queued online (runs under 16 blocks), for a FITRIM */
     uint64_t ranges = counter(fs, "discard.ranges_issued");
     for (uint64_t off = (64 << 10) + 8192; off < 8192ull * BLK; off += 128 << 10)
-        CHECK_EQ(f2fuse_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, BLK), 0);
+        CHECK_EQ(f2fuse_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, BLK),
+                 0);
     CHECK_EQ(f2fuse_sync(fs), 0);
     usleep(200000);
     CHECK(counter(fs, "discard.pending") >= 256);

@@ -9,9 +9,18 @@
 
 #define FILE_BLOCKS 600
 
-static uint32_t ext_fofs(const struct f2fs_inode *ri) { return le32(ri->i_ext.fofs); }
-static uint32_t ext_blk(const struct f2fs_inode *ri) { return le32(ri->i_ext.blk); }
-static uint32_t ext_len(const struct f2fs_inode *ri) { return le32(ri->i_ext.len); }
+static uint32_t ext_fofs(const struct f2fs_inode *ri)
+{
+    return le32(ri->i_ext.fofs);
+}
+static uint32_t ext_blk(const struct f2fs_inode *ri)
+{
+    return le32(ri->i_ext.blk);
+}
+static uint32_t ext_len(const struct f2fs_inode *ri)
+{
+    return le32(ri->i_ext.len);
+}
 
 /* Every block inside the extent holds exactly the address it says. */
 static int extent_true(const struct f2fs_inode *ri, const uint32_t *ptr)
@@ -135,9 +144,10 @@ static void test_random_against_model(unsigned long seed)
                 extent_truncate(&ri, at);
             }
             if (!extent_true(&ri, ptr)) {
-                fprintf(stderr, "seed %lu round %d op %d (kind %u at %u n %u): extent [%u %u %u] "
-                        "is not true\n", seed, round, op, kind, at, n, ext_fofs(&ri), ext_blk(&ri),
-                        ext_len(&ri));
+                fprintf(stderr,
+                        "seed %lu round %d op %d (kind %u at %u n %u): extent [%u %u %u] "
+                        "is not true\n",
+                        seed, round, op, kind, at, n, ext_fofs(&ri), ext_blk(&ri), ext_len(&ri));
                 bad = 1;
             }
         }

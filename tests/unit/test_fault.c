@@ -18,8 +18,7 @@ static char img[256];
 
 static void fresh_image(void)
 {
-    CHECK_EQ(sh("rm -f %s && truncate -s 128M %s && mkfs.f2fs -f %s >/dev/null", img, img, img),
-             0);
+    CHECK_EQ(sh("rm -f %s && truncate -s 128M %s && mkfs.f2fs -f %s >/dev/null", img, img, img), 0);
 }
 
 static struct f2fuse *open_rw(const char *fault)

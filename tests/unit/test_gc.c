@@ -21,9 +21,13 @@ static char g_dir[256];
 static void make_image(const char *img)
 {
     CHECK_EQ(sh("rm -rf %s/src && mkdir -p %s/src && for i in 1 2 3 4; do "
-                "head -c 3145728 /dev/urandom > %s/src/f$i; done", g_dir, g_dir, g_dir), 0);
+                "head -c 3145728 /dev/urandom > %s/src/f$i; done",
+                g_dir, g_dir, g_dir),
+             0);
     CHECK_EQ(sh("truncate -s 128M %s && mkfs.f2fs -f %s >/dev/null && "
-                "sload.f2fs -f %s/src -t / %s >/dev/null", img, img, g_dir, img), 0);
+                "sload.f2fs -f %s/src -t / %s >/dev/null",
+                img, img, g_dir, img),
+             0);
 }
 
 static void free_fs(struct f2fuse *fs)
@@ -181,7 +185,7 @@ static void ssr_fills_free_slots(void)
     uint32_t target = segs[0];
     thin(fs, target, BLKS - 100); /* 100 free slots, every other one from the start */
     thin(fs, segs[1], BLKS - 20);
-    pretend_checkpoint(fs);       /* the holes are in the checkpointed maps now too */
+    pretend_checkpoint(fs); /* the holes are in the checkpointed maps now too */
     uint64_t holes = seg_ssr_blocks(fs->seg);
     CHECK(holes >= 120);
 

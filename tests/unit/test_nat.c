@@ -30,9 +30,9 @@
 /* mkfs.f2fs 1.15 on 64 MiB leaves sload room for about one segment per log (the rest is
  * over-provisioning), too little for the tree below; the sload image is 128 MiB.  Both
  * have the same NAT: 2 segments, 512 blocks per copy. */
-#define MKFS_IMG_MB 64
+#define MKFS_IMG_MB  64
 #define SLOAD_IMG_MB 128
-#define NE_SIZE sizeof(struct f2fs_nat_entry)
+#define NE_SIZE      sizeof(struct f2fs_nat_entry)
 
 static uint64_t rng_state;
 static char workdir[PATH_MAX];
@@ -332,8 +332,7 @@ static void mkfs_root_from_journal(void)
     bool cur = bitmap_bit(fs->nat_bitmap, 0);
     CHECK_EQ(nat_flush(fs->nat), 0);
     uint8_t *after = read_nat_area(fs);
-    CHECK(memcmp(area_block(fs, before, 0, cur), area_block(fs, after, 0, cur),
-                 F2FS_BLKSIZE) == 0);
+    CHECK(memcmp(area_block(fs, before, 0, cur), area_block(fs, after, 0, cur), F2FS_BLKSIZE) == 0);
     uint8_t *nb = area_block(fs, after, 0, !cur);
     CHECK(memcmp(nb + 3 * NE_SIZE, &ro, NE_SIZE) == 0);
     CHECK(memcmp(nb, area_block(fs, before, 0, cur), 3 * NE_SIZE) == 0); /* nids 0..2 */
@@ -342,8 +341,8 @@ static void mkfs_root_from_journal(void)
     /* Only block 0 moved. */
     for (uint32_t b = 1; b < fs->nat_blocks; b++)
         for (int c = 0; c < 2; c++)
-            CHECK(memcmp(area_block(fs, before, b, c), area_block(fs, after, b, c),
-                         F2FS_BLKSIZE) == 0);
+            CHECK(memcmp(area_block(fs, before, b, c), area_block(fs, after, b, c), F2FS_BLKSIZE) ==
+                  0);
     CHECK_EQ(nat_get(fs->nat, 3, &ne), 0);
     CHECK(entry_eq(&ne, &ro));
     CHECK(fsck_clean(img)); /* the committed copy is untouched */
@@ -482,8 +481,7 @@ static void alloc_skips_used(void)
             nat_release_nid(fs->nat, nids[i]);
             taken[nids[i]] = 0;
             break;
-        default:
-            break;
+        default: break;
         }
     }
     uint32_t outstanding = 0;
@@ -599,8 +597,7 @@ static void model_free(struct model *m)
 }
 
 /* nat_set through the model: the expected entry, version and counts. */
-static void model_set(struct model *m, struct f2fuse *fs, uint32_t nid, uint32_t ino,
-                      uint32_t addr)
+static void model_set(struct model *m, struct f2fuse *fs, uint32_t nid, uint32_t ino, uint32_t addr)
 {
     struct f2fs_nat_entry old;
     CHECK_EQ(nat_get(fs->nat, nid, &old), 0);
@@ -736,15 +733,15 @@ static void set_flush_roundtrip(void)
     for (uint32_t b = 0; b < fs->nat_blocks; b++) {
         bool cur = bitmap_bit(old_bitmap, b);
         if (!touched[b]) {
-            CHECK(memcmp(area_block(fs, before, b, 0), area_block(fs, after, b, 0),
-                         F2FS_BLKSIZE) == 0);
-            CHECK(memcmp(area_block(fs, before, b, 1), area_block(fs, after, b, 1),
-                         F2FS_BLKSIZE) == 0);
+            CHECK(memcmp(area_block(fs, before, b, 0), area_block(fs, after, b, 0), F2FS_BLKSIZE) ==
+                  0);
+            CHECK(memcmp(area_block(fs, before, b, 1), area_block(fs, after, b, 1), F2FS_BLKSIZE) ==
+                  0);
             continue;
         }
         nchanged++;
-        CHECK(memcmp(area_block(fs, before, b, cur), area_block(fs, after, b, cur),
-                     F2FS_BLKSIZE) == 0);
+        CHECK(memcmp(area_block(fs, before, b, cur), area_block(fs, after, b, cur), F2FS_BLKSIZE) ==
+              0);
         memcpy(expect, area_block(fs, before, b, cur), F2FS_BLKSIZE);
         for (uint32_t i = 0; i < NAT_ENTRY_PER_BLOCK; i++) {
             uint32_t nid = b * NAT_ENTRY_PER_BLOCK + i;
@@ -815,8 +812,8 @@ static void set_flush_roundtrip(void)
     CHECK_EQ(nat_flush(fs->nat), 0);
     after = read_nat_area(fs);
     bool c17 = bitmap_bit(bm1, 17);
-    CHECK(memcmp(area_block(fs, before, 17, c17), area_block(fs, after, 17, c17),
-                 F2FS_BLKSIZE) == 0);
+    CHECK(memcmp(area_block(fs, before, 17, c17), area_block(fs, after, 17, c17), F2FS_BLKSIZE) ==
+          0);
     CHECK(memcmp(area_block(fs, after, 17, !c17) + 7 * NE_SIZE, &m.ne[nid17], NE_SIZE) == 0);
     CHECK_EQ(model_check_all(&m, fs), 0);
 
@@ -825,10 +822,9 @@ static void set_flush_roundtrip(void)
     model_set(&m, fs, nid17 + 1, nid17, rnd_main_addr(fs));
     CHECK_EQ(nat_flush(fs->nat), 0);
     uint8_t *after3 = read_nat_area(fs);
-    CHECK(memcmp(area_block(fs, before, 17, c17), area_block(fs, after3, 17, c17),
-                 F2FS_BLKSIZE) == 0);
-    CHECK(memcmp(area_block(fs, after3, 17, !c17) + 7 * NE_SIZE, &m.ne[nid17], 2 * NE_SIZE) ==
+    CHECK(memcmp(area_block(fs, before, 17, c17), area_block(fs, after3, 17, c17), F2FS_BLKSIZE) ==
           0);
+    CHECK(memcmp(area_block(fs, after3, 17, !c17) + 7 * NE_SIZE, &m.ne[nid17], 2 * NE_SIZE) == 0);
     CHECK_EQ(model_check_all(&m, fs), 0);
 
     /* Round 4, after a commit: now the other copy again. */
@@ -838,8 +834,7 @@ static void set_flush_roundtrip(void)
     uint8_t *after4 = read_nat_area(fs);
     CHECK(memcmp(area_block(fs, after3, 17, !c17), area_block(fs, after4, 17, !c17),
                  F2FS_BLKSIZE) == 0);
-    CHECK(memcmp(area_block(fs, after4, 17, c17) + 7 * NE_SIZE, &m.ne[nid17], 3 * NE_SIZE) ==
-          0);
+    CHECK(memcmp(area_block(fs, after4, 17, c17) + 7 * NE_SIZE, &m.ne[nid17], 3 * NE_SIZE) == 0);
     CHECK_EQ(model_check_all(&m, fs), 0);
 
     free(before);

@@ -55,8 +55,7 @@ static void check_table(const struct optspec_table *t, void *target, size_t size
     for (size_t i = 0; i < t->count; i++) {
         const struct optspec *s = &t->specs[i];
         CHECK(s->name && s->help && s->help[0]);
-        CHECK(optspec_find(&library_options, s->name, NULL) == NULL ||
-              t == &library_options);
+        CHECK(optspec_find(&library_options, s->name, NULL) == NULL || t == &library_options);
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(t->specs[j].name, s->name) != 0);
         CHECK(s->kind == OPTSPEC_CUSTOM || s->offset + s->size <= size);

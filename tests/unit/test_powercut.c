@@ -16,8 +16,8 @@
 #include "blk/blk_powercut.h"
 #include "check.h"
 
-#define BLK 4096u
-#define IMG_SIZE (4u << 20)
+#define BLK        4096u
+#define IMG_SIZE   (4u << 20)
 #define IMG_BLOCKS (IMG_SIZE / BLK)
 
 static struct {
@@ -85,8 +85,7 @@ static bool uring_expected(void)
 
 static struct blk_dev *open_dev(struct blk_powercut_options cut)
 {
-    snprintf(env.path, sizeof(env.path), "%s/f2fuse-test-powercut.%d.img", env.dir,
-             (int)getpid());
+    snprintf(env.path, sizeof(env.path), "%s/f2fuse-test-powercut.%d.img", env.dir, (int)getpid());
     uint8_t *img = pattern_image();
     int fd = open(env.path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0 || pwrite(fd, img, IMG_SIZE, 0) != IMG_SIZE || fsync(fd) != 0) {
@@ -168,8 +167,7 @@ static void model_fini(struct model *m)
     free(m->durable);
 }
 
-static int mwrite(struct blk_dev *dev, struct model *m, uint64_t off, const void *buf,
-                  size_t len)
+static int mwrite(struct blk_dev *dev, struct model *m, uint64_t off, const void *buf, size_t len)
 {
     memcpy(m->now + off, buf, len);
     return blk_write(dev, off, buf, len);
@@ -225,8 +223,7 @@ static struct blk_req make_req(enum blk_op op, uint64_t off, uint64_t len, void 
         .op = op, .off = off, .len = len, .buf = buf, .done = waiter_done, .private = w};
 }
 
-static int64_t run_async(struct blk_dev *dev, enum blk_op op, uint64_t off, uint64_t len,
-                         void *buf)
+static int64_t run_async(struct blk_dev *dev, enum blk_op op, uint64_t off, uint64_t len, void *buf)
 {
     struct waiter w;
     waiter_init(&w);
@@ -317,8 +314,8 @@ static void test_all_flushed_kept(void)
 static void torn_once(uint64_t seed, const uint8_t *big, bool *kept)
 {
     enum { N = 256, BASE = 64 };
-    struct blk_dev *dev =
-        open_dev((struct blk_powercut_options){.after = 3, .torn = true, .seed = seed});
+    struct blk_dev *dev = open_dev((struct blk_powercut_options){
+        .after = 3, .torn = true, .seed = seed});
     uint8_t *w1 = blk_alloc_buf(BLK);
     fill_random(w1, BLK);
     CHECK_EQ(blk_write(dev, 0, w1, BLK), 0);
@@ -563,8 +560,8 @@ static void random_run(bool torn, unsigned run)
     }
     uint64_t after = 1 + rnd() % (writes + 1); /* writes + 1: armed, never cut */
     uint64_t seed = rnd();
-    struct blk_dev *dev =
-        open_dev((struct blk_powercut_options){.after = after, .torn = torn, .seed = seed});
+    struct blk_dev *dev = open_dev((struct blk_powercut_options){
+        .after = after, .torn = torn, .seed = seed});
     uint8_t *src = blk_alloc_buf(4 * BLK);
     struct model m;
     model_init(&m);
@@ -593,8 +590,7 @@ static void random_run(bool torn, unsigned run)
     CHECK_EQ(errors, 0);
     CHECK_EQ(blk_write_count(dev), writes);
     CHECK_EQ(blk_powercut_happened(dev), after <= writes);
-    CHECK_EQ(stat_of(dev, "blk.powercut.dropped_writes"),
-             after <= writes ? writes - after + 1 : 0);
+    CHECK_EQ(stat_of(dev, "blk.powercut.dropped_writes"), after <= writes ? writes - after + 1 : 0);
     uint8_t *img = close_and_read(dev);
     int before = check_failures;
     if (after > writes) {
@@ -616,8 +612,7 @@ static void random_run(bool torn, unsigned run)
     }
     if (check_failures != before)
         printf("     run %u: torn=%d cut at write %llu of %llu, torn seed %llu\n", run, torn,
-               (unsigned long long)after, (unsigned long long)writes,
-               (unsigned long long)seed);
+               (unsigned long long)after, (unsigned long long)writes, (unsigned long long)seed);
     free(img);
     free(v);
     free(src);
@@ -712,8 +707,7 @@ static void test_threads_in_flight(void)
             pthread_join(t[k].th, NULL);
         CHECK(blk_powercut_happened(dev));
         CHECK_EQ(blk_write_count(dev), MT_THREADS * MT_WRITES);
-        CHECK_EQ(stat_of(dev, "blk.powercut.dropped_writes"),
-                 MT_THREADS * MT_WRITES - cut_at + 1);
+        CHECK_EQ(stat_of(dev, "blk.powercut.dropped_writes"), MT_THREADS * MT_WRITES - cut_at + 1);
         uint64_t inflight_max = stat_of(dev, "blk.inflight_max");
         uint8_t *img = close_and_read(dev);
         unsigned failed = 0, wrong = 0, open_kept = 0, open_lost = 0;
@@ -796,8 +790,12 @@ static void test_cut_from_completion(void)
         c[k] = (struct chain){.dev = dev, .first_block = 16 + k * CHAIN_LEN, .sent = 1, .w = &w};
         c[k].buf = blk_alloc_buf(BLK);
         fill_random(c[k].buf, BLK);
-        c[k].req = (struct blk_req){.op = BLK_WRITE, .off = c[k].first_block * BLK, .len = BLK,
-                                    .buf = c[k].buf, .done = chain_done, .private = &c[k]};
+        c[k].req = (struct blk_req){.op = BLK_WRITE,
+                                    .off = c[k].first_block * BLK,
+                                    .len = BLK,
+                                    .buf = c[k].buf,
+                                    .done = chain_done,
+                                    .private = &c[k]};
         first[k] = &c[k].req;
     }
     CHECK_EQ(blk_submit(dev, first, CHAINS), 0);

@@ -41,8 +41,8 @@ static void path_in(char *out, size_t n, const char *name)
 
 static void make_image(const char *img, unsigned mib)
 {
-    CHECK_EQ(sh("rm -f %s && truncate -s %uM %s && mkfs.f2fs -f %s >/dev/null", img, mib, img,
-                img), 0);
+    CHECK_EQ(sh("rm -f %s && truncate -s %uM %s && mkfs.f2fs -f %s >/dev/null", img, mib, img, img),
+             0);
 }
 
 static void write_file(const char *path, size_t size)
@@ -101,8 +101,8 @@ static struct f2fuse *open_fs(const char *img)
     struct f2fuse *fs = calloc(1, sizeof(*fs));
     f2fuse_options_init(&fs->opts);
     fs->opts.read_only = false;
-    struct blk_options bo = {.backend = fs->opts.backend, .queue_depth = fs->opts.queue_depth,
-                             .read_only = false};
+    struct blk_options bo = {
+        .backend = fs->opts.backend, .queue_depth = fs->opts.queue_depth, .read_only = false};
     int err = blk_open(img, &bo, &fs->dev);
     if (!err)
         err = pcache_create(fs->dev, fs->opts.cache_size, &fs->cache);
@@ -526,8 +526,8 @@ static void full_segment_writes_ssa_in(const char *name)
             CHECK_EQ(seg_free_segments(fs->seg), free0 - 1 + (in_use == 0));
             struct f2fs_summary_block *ssa = blkbuf(1);
             CHECK_EQ(read_blk(fs, le32(fs->sb.ssa_blkaddr) + segno, ssa), 0);
-            const struct f2fs_summary_block *old =
-                (const void *)(before + (size_t)t * F2FS_BLKSIZE);
+            const struct f2fs_summary_block *old = (const void *)(before +
+                                                                  (size_t)t * F2FS_BLKSIZE);
             CHECK(memcmp(ssa->entries, old->entries, sizeof(old->entries)) == 0);
             CHECK_EQ(ssa->footer.entry_type, log_is_node(t) ? SUM_TYPE_NODE : SUM_TYPE_DATA);
             free(ssa);
@@ -823,7 +823,8 @@ static void *alloc_thread(void *p)
         x ^= x >> 7;
         x ^= x << 17;
         struct f2fs_summary s = mksum((uint32_t)(x >> 40), 0, (uint16_t)i);
-        int err = seg_alloc_block(a->sm, (enum log_type)(x % LOG_COUNT), &s, NULL_ADDR, &a->addrs[i]);
+        int err = seg_alloc_block(a->sm, (enum log_type)(x % LOG_COUNT), &s, NULL_ADDR,
+                                  &a->addrs[i]);
         if (err) {
             a->err = err;
             a->n = i;
@@ -861,8 +862,10 @@ static void threads_allocate_concurrently(void)
     struct thread_arg args[T];
     pthread_t th[T];
     for (int i = 0; i < T; i++) {
-        args[i] = (struct thread_arg){.sm = fs->seg, .seed = g_seed * 7919 + (uint64_t)i + 1,
-                                      .addrs = calloc(N, sizeof(uint32_t)), .n = N};
+        args[i] = (struct thread_arg){.sm = fs->seg,
+                                      .seed = g_seed * 7919 + (uint64_t)i + 1,
+                                      .addrs = calloc(N, sizeof(uint32_t)),
+                                      .n = N};
         pthread_create(&th[i], NULL, alloc_thread, &args[i]);
     }
     uint32_t *all = calloc(T * N, sizeof(uint32_t));
@@ -936,7 +939,8 @@ static uint8_t *read_current_sit(struct f2fuse *fs, uint32_t *nblocks)
     uint8_t *buf = blkbuf(n);
     const uint8_t *bm = fs->cp->sit_nat_version_bitmap;
     for (uint32_t b = 0; b < n; b++) {
-        uint32_t addr = le32(fs->sb.sit_blkaddr) + b + ((bm[b >> 3] & (0x80 >> (b & 7))) ? copy : 0);
+        uint32_t addr = le32(fs->sb.sit_blkaddr) + b +
+                        ((bm[b >> 3] & (0x80 >> (b & 7))) ? copy : 0);
         CHECK_EQ(read_blk(fs, addr, buf + (size_t)b * F2FS_BLKSIZE), 0);
     }
     *nblocks = n;
@@ -951,7 +955,8 @@ static void reread_at_old_places(struct f2fuse *fs, const uint8_t *old_cp, const
     uint8_t *buf = blkbuf(1);
     uint32_t changed = 0;
     for (uint32_t b = 0; b < n; b++) {
-        uint32_t addr = le32(fs->sb.sit_blkaddr) + b + ((bm[b >> 3] & (0x80 >> (b & 7))) ? copy : 0);
+        uint32_t addr = le32(fs->sb.sit_blkaddr) + b +
+                        ((bm[b >> 3] & (0x80 >> (b & 7))) ? copy : 0);
         CHECK_EQ(read_blk(fs, addr, buf), 0);
         changed += memcmp(buf, snap + (size_t)b * F2FS_BLKSIZE, F2FS_BLKSIZE) != 0;
     }
@@ -1005,10 +1010,10 @@ static void random_work(struct f2fuse *fs, uint32_t *valid_nodes, uint32_t round
     uint8_t *sit = read_current_sit(fs, &sit_n);
     uint32_t freed = 0;
     for (uint32_t seg = 0; seg < le32(fs->sb.segment_count_main) && freed < 300; seg++) {
-        const struct f2fs_sit_entry *e =
-            (const struct f2fs_sit_entry *)(sit + (size_t)(seg / SIT_ENTRY_PER_BLOCK) *
-                                                      F2FS_BLKSIZE) +
-            seg % SIT_ENTRY_PER_BLOCK;
+        const struct f2fs_sit_entry
+            *e = (const struct f2fs_sit_entry *)(sit + (size_t)(seg / SIT_ENTRY_PER_BLOCK) *
+                                                           F2FS_BLKSIZE) +
+                 seg % SIT_ENTRY_PER_BLOCK;
         unsigned type = le16(e->vblocks) >> SIT_VBLOCKS_SHIFT;
         bool current = false;
         for (int i = 0; i < LOG_COUNT; i++)

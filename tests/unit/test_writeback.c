@@ -6,12 +6,14 @@
 #include "core/writeback_ctl.h"
 
 #define MiB (1ull << 20)
-#define MS 1000000ull
+#define MS  1000000ull
 
 static struct wb_tunables defaults(void)
 {
-    return (struct wb_tunables){.dirty_ratio = 20, .dirty_background_ratio = 10,
-                                .dirty_expire_ms = 30000, .writeback_interval_ms = 5000};
+    return (struct wb_tunables){.dirty_ratio = 20,
+                                .dirty_background_ratio = 10,
+                                .dirty_expire_ms = 30000,
+                                .writeback_interval_ms = 5000};
 }
 
 static void limits_follow_the_cache_budget(void)
@@ -64,7 +66,7 @@ static void bg_time_starts_writeback_before_the_byte_threshold(void)
             start_on = ms;
     }
     CHECK(start_on > 0 && start_on < 300); /* 2.5 MiB at 12.5 MB/s: ~210 ms */
-    CHECK(start_off > 20000);               /* 256 MiB: ~21 s */
+    CHECK(start_off > 20000);              /* 256 MiB: ~21 s */
     /* writeback goes on while above either threshold, and stops below both */
     CHECK_EQ(wb_trigger(&on, on.bg_time + 1, false, 0, 0), WB_BG_TIME);
     CHECK_EQ(wb_trigger(&on, on.bg_time, false, 0, 0), WB_NONE);
