@@ -19,7 +19,7 @@ declare -A group=(
     # fio workloads, PNG plots, fuse2fs as the FUSE ext4 reference of bench/fio
     [bench]="fuse3 f2fs-tools util-linux python3 fio python3-matplotlib fuse2fs"
     [fuzz]="clang f2fs-tools"
-    [check]="cppcheck"
+    [check]="cppcheck clang-format"
 )
 [ $# -eq 0 ] && set -- build
 wanted=()
