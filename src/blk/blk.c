@@ -751,33 +751,36 @@ static void dev_free(struct blk_dev *dev)
     free(dev);
 }
 
-int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **out)
+/* The backend opts asks for, or sparse for an Android sparse image (read-only): 0 or -errno. */
+static int choose_backend(const char *path, const struct blk_options *opts,
+                          const struct blk_backend_ops **ops)
 {
-    static const struct blk_options defaults = {0};
-    if (!opts)
-        opts = &defaults;
     const char *want = opts->backend ? opts->backend : "uring";
-    const struct blk_backend_ops *ops;
     if (strcmp(want, "uring") == 0)
-        ops = &blk_uring_ops;
+        *ops = &blk_uring_ops;
     else if (strcmp(want, "psync") == 0)
-        ops = &blk_psync_ops;
+        *ops = &blk_psync_ops;
     else
         return -EINVAL;
-    if (file_is_sparse(path)) {
-        if (!opts->read_only) {
-            log_err("%s is an Android sparse image, which f2fuse reads but cannot write: "
-                    "mount it read-only (-o ro), or convert it to a raw image with "
-                    "`f2fuse unsparse %s RAW` and mount that read-write",
-                    path, path);
-            return -EROFS;
-        }
-        ops = &blk_sparse_ops; /* reads map through the chunk list, never O_DIRECT */
+    if (!file_is_sparse(path))
+        return 0;
+    if (!opts->read_only) {
+        log_err("%s is an Android sparse image, which f2fuse reads but cannot write: "
+                "mount it read-only (-o ro), or convert it to a raw image with "
+                "`f2fuse unsparse %s RAW` and mount that read-write",
+                path, path);
+        return -EROFS;
     }
+    *ops = &blk_sparse_ops; /* reads map through the chunk list, never O_DIRECT */
+    return 0;
+}
 
+/* A device with nothing open yet, or NULL. */
+static struct blk_dev *dev_new(const char *path, const struct blk_options *opts)
+{
     struct blk_dev *dev = calloc(1, sizeof(*dev));
     if (!dev)
-        return -ENOMEM;
+        return NULL;
     dev->fd = -1;
     dev->path = strdup(path);
     dev->read_only = opts->read_only;
@@ -793,22 +796,72 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
     pthread_condattr_destroy(&mono);
     atomic_store(&dev->bw_limit, opts->bw_limit);
     pthread_mutex_init(&dev->layer_lock, NULL);
+    return dev;
+}
 
-    int mode = (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-    const char *why_buffered = NULL;
+/* Opens the image (O_DIRECT for uring when the file system takes it) and reads its size;
+ * *why_buffered says why uring will not get O_DIRECT. */
+static int open_image(struct blk_dev *dev, const char *path, const struct blk_backend_ops *ops,
+                      const char **why_buffered)
+{
+    int mode = (dev->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
     if (ops == &blk_uring_ops) {
         dev->fd = open(path, mode | O_DIRECT);
         if (dev->fd >= 0)
             dev->direct = true;
         else if (errno == EINVAL)
-            why_buffered = "the file system refuses O_DIRECT";
+            *why_buffered = "the file system refuses O_DIRECT";
     }
     if (dev->fd < 0)
         dev->fd = open(path, mode);
     int ret = dev->fd < 0 ? -errno : device_size(dev);
-    if (!dev->path)
-        ret = -ENOMEM;
+    return dev->path ? ret : -ENOMEM;
+}
+
+/* Starts the backend: psync when O_DIRECT cannot serve the window (said why) or io_uring is
+ * unavailable. */
+static int start_backend(struct blk_dev *dev, const char *path, const struct blk_backend_ops *ops,
+                         const char *why_buffered)
+{
+    int ret;
+    if (dev->direct && dev->window_start % BLK_ALIGN)
+        why_buffered = "the partition does not start on a 4096-byte boundary, so O_DIRECT "
+                       "cannot reach its blocks";
+    if (dev->direct && !why_buffered)
+        why_buffered = direct_unusable(dev);
+    if (why_buffered && dev->direct && (ret = clear_direct(dev)) < 0)
+        return ret;
+    if (why_buffered) {
+        log_info("%s: %s; using the psync backend (buffered I/O)", path, why_buffered);
+        ops = &blk_psync_ops;
+    }
+    dev->ops = ops;
+    ret = ops->init(dev);
+    if (ret < 0 && ops == &blk_uring_ops) {
+        log_warn("%s: io_uring unavailable (%s); using the psync backend (buffered I/O)", path,
+                 strerror(-ret));
+        if ((ret = clear_direct(dev)) < 0)
+            return ret;
+        dev->ops = ops = &blk_psync_ops;
+        ret = ops->init(dev);
+    }
+    return ret;
+}
+
+int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **out)
+{
+    static const struct blk_options defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    const struct blk_backend_ops *ops;
+    int ret = choose_backend(path, opts, &ops);
     if (ret < 0)
+        return ret;
+    struct blk_dev *dev = dev_new(path, opts);
+    if (!dev)
+        return -ENOMEM;
+    const char *why_buffered = NULL;
+    if ((ret = open_image(dev, path, ops, &why_buffered)) < 0)
         goto fail;
     if (ops == &blk_sparse_ops) {
         /* the chunk list sets the size; the window is cut out of the expanded image */
@@ -816,34 +869,8 @@ int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **
         ret = ops->init(dev);
         if (ret == 0 && (ret = blk_window_apply(dev, path, opts)) < 0)
             ops->fini(dev);
-        if (ret < 0)
-            goto fail;
-        *out = dev;
-        return 0;
-    }
-    if ((ret = blk_window_apply(dev, path, opts)) < 0)
-        goto fail;
-    if (dev->direct && dev->window_start % BLK_ALIGN)
-        why_buffered = "the partition does not start on a 4096-byte boundary, so O_DIRECT "
-                       "cannot reach its blocks";
-    if (dev->direct && !why_buffered)
-        why_buffered = direct_unusable(dev);
-    if (why_buffered && dev->direct && (ret = clear_direct(dev)) < 0)
-        goto fail;
-    if (why_buffered) {
-        log_info("%s: %s; using the psync backend (buffered I/O)", path, why_buffered);
-        ops = &blk_psync_ops;
-    }
-
-    dev->ops = ops;
-    ret = ops->init(dev);
-    if (ret < 0 && ops == &blk_uring_ops) {
-        log_warn("%s: io_uring unavailable (%s); using the psync backend (buffered I/O)", path,
-                 strerror(-ret));
-        if ((ret = clear_direct(dev)) < 0)
-            goto fail;
-        dev->ops = ops = &blk_psync_ops;
-        ret = ops->init(dev);
+    } else if ((ret = blk_window_apply(dev, path, opts)) >= 0) {
+        ret = start_backend(dev, path, ops, why_buffered);
     }
     if (ret < 0)
         goto fail;
