@@ -100,14 +100,21 @@ static int libsparse_agrees(int fd, const struct blk_sparse_map *map, char *why,
     return 0;
 }
 
-int blk_sparse_map_read(int fd, struct blk_sparse_map *map, char *why, size_t why_len)
+#define BAD(...) (snprintf(why, why_len, __VA_ARGS__), -EINVAL)
+
+/* The file header's geometry, checked against itself and the file's size. */
+struct sparse_geometry {
+    uint64_t file_size;
+    uint16_t file_hdr_sz, chunk_hdr_sz;
+    uint32_t blk_sz, total_blks, total_chunks;
+};
+
+static int read_header(int fd, struct sparse_geometry *g, char *why, size_t why_len)
 {
-#define BAD(...) (snprintf(why, why_len, __VA_ARGS__), err = -EINVAL)
-    memset(map, 0, sizeof(*map));
     struct stat st;
     if (fstat(fd, &st) < 0)
         return -errno;
-    uint64_t file_size = (uint64_t)st.st_size;
+    g->file_size = (uint64_t)st.st_size;
     uint8_t hdr[SPARSE_FILE_HDR_MIN];
     int err = read_exact(fd, hdr, sizeof(hdr), 0);
     if (err == -EIO)
@@ -115,103 +122,119 @@ int blk_sparse_map_read(int fd, struct blk_sparse_map *map, char *why, size_t wh
                    SPARSE_FILE_HDR_MIN);
     if (err)
         return err;
-    uint16_t major = get16(hdr + 4), file_hdr_sz = get16(hdr + 8), chunk_hdr_sz = get16(hdr + 10);
-    uint32_t blk_sz = get32(hdr + 12), total_blks = get32(hdr + 16), total_chunks = get32(hdr + 20);
+    uint16_t major = get16(hdr + 4);
+    g->file_hdr_sz = get16(hdr + 8);
+    g->chunk_hdr_sz = get16(hdr + 10);
+    g->blk_sz = get32(hdr + 12);
+    g->total_blks = get32(hdr + 16);
+    g->total_chunks = get32(hdr + 20);
     if (get32(hdr) != BLK_SPARSE_MAGIC)
         return BAD("sparse image: bad magic 0x%08x", get32(hdr));
     if (major != 1)
         return BAD("sparse image: format version %u is not 1", major);
-    if (file_hdr_sz < SPARSE_FILE_HDR_MIN || chunk_hdr_sz < SPARSE_CHUNK_HDR_MIN)
+    if (g->file_hdr_sz < SPARSE_FILE_HDR_MIN || g->chunk_hdr_sz < SPARSE_CHUNK_HDR_MIN)
         return BAD("sparse image: bad header sizes (file header %u, chunk header %u bytes)",
-                   file_hdr_sz, chunk_hdr_sz);
-    if (blk_sz == 0 || blk_sz % 4 || blk_sz > (64u << 20))
-        return BAD("sparse image: bad block size %u", blk_sz);
+                   g->file_hdr_sz, g->chunk_hdr_sz);
+    if (g->blk_sz == 0 || g->blk_sz % 4 || g->blk_sz > (64u << 20))
+        return BAD("sparse image: bad block size %u", g->blk_sz);
     /* every chunk takes a header in the file: a count the file cannot hold is a lie */
-    if (file_size < file_hdr_sz || total_chunks > (file_size - file_hdr_sz) / chunk_hdr_sz)
+    if (g->file_size < g->file_hdr_sz ||
+        g->total_chunks > (g->file_size - g->file_hdr_sz) / g->chunk_hdr_sz)
         return BAD("sparse image: truncated: the header lists %u chunks, the %llu-byte file "
                    "cannot hold them",
-                   total_chunks, (unsigned long long)file_size);
-    map->block_size = blk_sz;
-    map->size = (uint64_t)total_blks * blk_sz;
+                   g->total_chunks, (unsigned long long)g->file_size);
+    return 0;
+}
 
-    size_t cap = 0;
-    uint64_t pos = file_hdr_sz, block = 0;
-    for (uint32_t i = 0; i < total_chunks && !err; i++) {
-        uint8_t ch[SPARSE_CHUNK_HDR_MIN];
-        if (pos + chunk_hdr_sz > file_size) {
-            BAD("sparse image: truncated: chunk %u of %u would start at byte %llu, past the "
-                "end of the %llu-byte file",
-                i + 1, total_chunks, (unsigned long long)pos, (unsigned long long)file_size);
-            break;
-        }
-        if ((err = read_exact(fd, ch, sizeof(ch), pos)) != 0)
-            break;
-        uint16_t type = get16(ch);
-        uint32_t chunk_blocks = get32(ch + 4), total_sz = get32(ch + 8);
-        uint64_t data_len = (uint64_t)chunk_blocks * blk_sz, body = 0;
-        switch (type) {
-        case CHUNK_RAW: body = data_len; break;
-        case CHUNK_FILL: body = 4; break;
-        case CHUNK_DONT_CARE: body = 0; break;
-        case CHUNK_CRC32: body = 4; break;
-        default:
-            BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): unknown chunk "
-                "type 0x%04x",
-                (unsigned long long)pos, i + 1, total_chunks, type);
-            continue;
-        }
-        if ((uint64_t)total_sz != chunk_hdr_sz + body) {
-            BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): its size %u "
-                "should be %llu for a type 0x%04x chunk of %u blocks",
-                (unsigned long long)pos, i + 1, total_chunks, total_sz,
-                (unsigned long long)(chunk_hdr_sz + body), type, chunk_blocks);
-            break;
-        }
-        if (type == CHUNK_CRC32) { /* a checksum of what came before: no blocks */
-            pos += total_sz;
-            continue;
-        }
-        if (chunk_blocks > total_blks - block) {
-            BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): its %u blocks "
-                "run past the image's %u",
-                (unsigned long long)pos, i + 1, total_chunks, chunk_blocks, total_blks);
-            break;
-        }
-        uint64_t data_at = pos + chunk_hdr_sz;
-        if (pos + total_sz > file_size) {
-            BAD("sparse image: truncated: chunk %u of %u (at byte %llu) needs %u bytes, the "
-                "file ends after %llu",
-                i + 1, total_chunks, (unsigned long long)pos, total_sz,
-                (unsigned long long)(file_size - pos));
-            break;
-        }
-        struct blk_sparse_extent e = {.dev_off = block * blk_sz, .len = data_len};
-        if (type == CHUNK_RAW) {
-            e.kind = BLK_SPARSE_RAW;
-            e.file_off = data_at;
-        } else if (type == CHUNK_FILL) {
-            uint8_t fill[4];
-            if ((err = read_exact(fd, fill, sizeof(fill), data_at)) != 0)
-                break;
-            e.fill = get32(fill);
-            e.kind = e.fill ? BLK_SPARSE_FILL : BLK_SPARSE_ZERO;
-        } else {
-            e.kind = BLK_SPARSE_ZERO;
-        }
-        err = map_add(map, &cap, e);
-        block += chunk_blocks;
-        pos += total_sz;
+/* Chunk i, whose header is at *pos and whose data starts at image block *block: its extent
+ * goes to map (a CRC32 chunk adds none); *pos and *block move past it. */
+static int read_chunk(int fd, const struct sparse_geometry *g, uint32_t i, uint64_t *pos,
+                      uint64_t *block, struct blk_sparse_map *map, size_t *cap, char *why,
+                      size_t why_len)
+{
+    uint8_t ch[SPARSE_CHUNK_HDR_MIN];
+    if (*pos + g->chunk_hdr_sz > g->file_size)
+        return BAD("sparse image: truncated: chunk %u of %u would start at byte %llu, past the "
+                   "end of the %llu-byte file",
+                   i + 1, g->total_chunks, (unsigned long long)*pos,
+                   (unsigned long long)g->file_size);
+    int err = read_exact(fd, ch, sizeof(ch), *pos);
+    if (err)
+        return err;
+    uint16_t type = get16(ch);
+    uint32_t chunk_blocks = get32(ch + 4), total_sz = get32(ch + 8);
+    uint64_t data_len = (uint64_t)chunk_blocks * g->blk_sz, body = 0;
+    switch (type) {
+    case CHUNK_RAW: body = data_len; break;
+    case CHUNK_FILL: body = 4; break;
+    case CHUNK_DONT_CARE: body = 0; break;
+    case CHUNK_CRC32: body = 4; break;
+    default:
+        return BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): unknown "
+                   "chunk type 0x%04x",
+                   (unsigned long long)*pos, i + 1, g->total_chunks, type);
     }
-    if (!err && block != total_blks)
-        BAD("sparse image: the chunks cover %llu of the %u blocks the header promises",
-            (unsigned long long)block, total_blks);
+    if ((uint64_t)total_sz != g->chunk_hdr_sz + body)
+        return BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): its size %u "
+                   "should be %llu for a type 0x%04x chunk of %u blocks",
+                   (unsigned long long)*pos, i + 1, g->total_chunks, total_sz,
+                   (unsigned long long)(g->chunk_hdr_sz + body), type, chunk_blocks);
+    if (type == CHUNK_CRC32) { /* a checksum of what came before: no blocks */
+        *pos += total_sz;
+        return 0;
+    }
+    if (chunk_blocks > g->total_blks - *block)
+        return BAD("sparse image: bad chunk header at byte %llu (chunk %u of %u): its %u "
+                   "blocks run past the image's %u",
+                   (unsigned long long)*pos, i + 1, g->total_chunks, chunk_blocks, g->total_blks);
+    uint64_t data_at = *pos + g->chunk_hdr_sz;
+    if (*pos + total_sz > g->file_size)
+        return BAD("sparse image: truncated: chunk %u of %u (at byte %llu) needs %u bytes, the "
+                   "file ends after %llu",
+                   i + 1, g->total_chunks, (unsigned long long)*pos, total_sz,
+                   (unsigned long long)(g->file_size - *pos));
+    struct blk_sparse_extent e = {.dev_off = *block * g->blk_sz, .len = data_len};
+    if (type == CHUNK_RAW) {
+        e.kind = BLK_SPARSE_RAW;
+        e.file_off = data_at;
+    } else if (type == CHUNK_FILL) {
+        uint8_t fill[4];
+        if ((err = read_exact(fd, fill, sizeof(fill), data_at)) != 0)
+            return err;
+        e.fill = get32(fill);
+        e.kind = e.fill ? BLK_SPARSE_FILL : BLK_SPARSE_ZERO;
+    } else {
+        e.kind = BLK_SPARSE_ZERO;
+    }
+    err = map_add(map, cap, e);
+    *block += chunk_blocks;
+    *pos += total_sz;
+    return err;
+}
+
+int blk_sparse_map_read(int fd, struct blk_sparse_map *map, char *why, size_t why_len)
+{
+    memset(map, 0, sizeof(*map));
+    struct sparse_geometry g = {0};
+    int err = read_header(fd, &g, why, why_len);
+    if (err)
+        return err;
+    map->block_size = g.blk_sz;
+    map->size = (uint64_t)g.total_blks * g.blk_sz;
+    size_t cap = 0;
+    uint64_t pos = g.file_hdr_sz, block = 0;
+    for (uint32_t i = 0; i < g.total_chunks && !err; i++)
+        err = read_chunk(fd, &g, i, &pos, &block, map, &cap, why, why_len);
+    if (!err && block != g.total_blks)
+        err = BAD("sparse image: the chunks cover %llu of the %u blocks the header promises",
+                  (unsigned long long)block, g.total_blks);
     if (!err)
         err = libsparse_agrees(fd, map, why, why_len);
     if (err)
         blk_sparse_map_free(map);
     return err;
-#undef BAD
 }
+#undef BAD
 
 /* ---- the backend --------------------------------------------------------------------- */
 
