@@ -10,46 +10,10 @@
 
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "util/parse.h"
 
 static const char usage_line[] =
     "usage: f2fuse trim [-o start=BYTES,len=BYTES,minlen=BYTES,OPTIONS] IMAGE\n";
-
-static int parse_bytes(const char *v, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || end == v || v[0] == '-')
-        return -1;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        end++;
-        break;
-    default: break;
-    }
-    if (*end || n > (UINT64_MAX >> shift))
-        return -1;
-    *out = (uint64_t)n << shift;
-    return 0;
-}
 
 struct trim_args {
     uint64_t start, len, minlen;
@@ -73,7 +37,7 @@ static int apply(struct trim_args *t, struct f2fuse_options *opts, struct f2fuse
                           : strcmp(item, "minlen") == 0 ? &t->minlen
                                                         : NULL;
         if (field) {
-            if (!value || parse_bytes(value, field)) {
+            if (!value || parse_size(value, field)) {
                 fprintf(stderr, "f2fuse: error: bad value in trim option '%s'\n", item);
                 ret = -1;
             }

@@ -10,24 +10,15 @@ int parse_size(const char *text, uint64_t *out)
     unsigned long long n = strtoull(text, &end, 10);
     if (errno || end == text || text[0] == '-')
         return -EINVAL;
+    /* K, M, G, T: powers of 1024, either case */
+    static const char units[] = "kmgt";
     unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    default: break;
+    for (unsigned i = 0; *end && units[i]; i++) {
+        if ((*end | 0x20) == units[i]) {
+            shift = 10 * (i + 1);
+            end++;
+            break;
+        }
     }
     if (*end || n > (UINT64_MAX >> shift))
         return -EINVAL;

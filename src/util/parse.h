@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-/* A decimal count with an optional K/M/G suffix (powers of 1024): 0, or -EINVAL for
+/* A decimal count with an optional K/M/G/T suffix (powers of 1024): 0, or -EINVAL for
  * anything else (a sign, trailing characters, overflow). */
 int parse_size(const char *text, uint64_t *out);
 

@@ -142,6 +142,11 @@ static void test_parsing(void)
     CHECK_EQ(f2fuse_option_set(&o, "partition", "userdata"), 0);
     CHECK(strcmp(o.partition, "userdata") == 0);
     CHECK_EQ(f2fuse_option_set(&o, "powercut", "3"), -ENOENT); /* the test entry point's */
+    CHECK_EQ(f2fuse_option_set(&o, "cache_size", "2t"), 0);    /* K, M, G, T in either case */
+    CHECK_EQ(o.cache_size, 2ull << 40);
+    CHECK_EQ(f2fuse_option_set(&o, "cache_size", "3K"), -EINVAL); /* below 1 MiB */
+    CHECK_EQ(f2fuse_option_set(&o, "cache_size", "4P"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "cache_size", "16777216T"), -EINVAL); /* 2^64 */
 }
 
 static void test_test_options(void)
