@@ -11,6 +11,7 @@
 #include "core/data.h"
 #include "core/inode.h"
 #include "core/node.h"
+#include "core/space.h"
 
 /* A view of one dentry container: a dentry block or an inode's inline dentry area. */
 struct dentry_view {
@@ -416,6 +417,8 @@ static int add_block_entry(struct f2fuse *fs, struct inode_info *dir, struct pag
                 return -ENOSPC;
             struct page *page = NULL;
             int err = b < dir_blocks(dir) ? dir_block_get(fs, dir, dpage, b, &page) : 0;
+            if (!err && !page) /* a new dentry block: the only one a name may need */
+                err = space_metadata_room(fs, 1);
             if (!err && !page)
                 err = data_get_page(fs, dir, dpage, b, false, &page);
             if (err)

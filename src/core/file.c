@@ -47,8 +47,11 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
 /* What writing or reserving count file blocks from first takes from the user-visible space:
  * its holes (reserved and written blocks take none), and the nodes that may map them. */
 static uint64_t new_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                           uint64_t first, uint64_t count)
+                           uint64_t first, uint64_t count, uint64_t inline_end)
 {
+    /* a write that ends inside an inline file's inline area stays there (data_write) */
+    if ((ii->inline_flags & F2FS_INLINE_DATA) && inline_end <= inline_data_size(ii))
+        return 0;
     uint64_t holes = count;
     if (!(ii->inline_flags & F2FS_INLINE_DATA) && count <= HOLE_SCAN_MAX &&
         data_count_holes(fs, ii, &page_node(ipage)->i, first, count, &holes) != 0)
@@ -58,14 +61,15 @@ static uint64_t new_blocks(struct f2fuse *fs, const struct inode_info *ii, struc
 
 /* new_blocks before the change, read under the inode's read lock: what to claim before the
  * stripe is taken for writing (claiming may have to wait for a checkpoint or GC). */
-static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint64_t count)
+static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint64_t count,
+                          uint64_t inline_end)
 {
     op_read_begin(fs, ino);
     struct page *ipage;
     struct inode_info ii;
     uint64_t n = count + count / ADDRS_PER_BLOCK + 3;
     if (inode_get(fs, ino, &ipage, &ii) == 0) {
-        n = new_blocks(fs, &ii, ipage, first, count);
+        n = new_blocks(fs, &ii, ipage, first, count, inline_end);
         pcache_put(fs->cache, ipage);
     }
     op_read_end(fs, ino);
@@ -75,9 +79,9 @@ static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint6
 /* Under the stripe: a change that meets more holes than were claimed (a punch came in
  * between) claims the rest now, or gets ENOSPC. */
 static int claim_rest(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                      uint64_t first, uint64_t count, uint64_t *claimed)
+                      uint64_t first, uint64_t count, uint64_t inline_end, uint64_t *claimed)
 {
-    uint64_t need = new_blocks(fs, ii, ipage, first, count);
+    uint64_t need = new_blocks(fs, ii, ipage, first, count, inline_end);
     if (need <= *claimed)
         return 0;
     int err = space_claim_more(fs, need - *claimed);
@@ -125,7 +129,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
      * count; every block written needs room in the free segments. */
     uint64_t first = off / F2FS_BLKSIZE;
     uint64_t span = size ? (off + size - 1) / F2FS_BLKSIZE - first + 1 : 0;
-    uint64_t claim = claim_for(fs, ino, first, span);
+    uint64_t claim = claim_for(fs, ino, first, span, off + size);
     err = space_claim(fs, claim, span);
     if (err)
         return err;
@@ -139,7 +143,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
         else
-            ret = claim_rest(fs, &ii, ipage, first, span, &claim);
+            ret = claim_rest(fs, &ii, ipage, first, span, off + size, &claim);
         if (ret == 0)
             ret = remove_privs(fs, &ii, ipage, flags & F2FUSE_WRITE_KILL_SUIDGID, mode_changed);
         if (ret == 0)
@@ -270,7 +274,7 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
     /* The holes fallocate reserves are claimed until segment.c counts them: a concurrent
      * claim sees them either way.  Only the nodes need free segments now. */
     uint64_t first = off / F2FS_BLKSIZE, count = (off + len - 1) / F2FS_BLKSIZE - first + 1;
-    uint64_t claim = punch ? 0 : claim_for(fs, ino, first, count);
+    uint64_t claim = punch ? 0 : claim_for(fs, ino, first, count, UINT64_MAX); /* converts */
     err = punch ? 0 : space_claim(fs, claim, claim / ADDRS_PER_BLOCK + 3);
     if (err)
         return err;
@@ -282,7 +286,7 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         return err;
     }
     if (!punch && S_ISREG(ii.mode) && off + len <= data_max_size(&ii))
-        err = claim_rest(fs, &ii, ipage, first, count, &claim);
+        err = claim_rest(fs, &ii, ipage, first, count, UINT64_MAX, &claim);
     if (err)
         goto put;
     if (!S_ISREG(ii.mode)) {

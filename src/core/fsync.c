@@ -100,11 +100,13 @@ static bool fsync_can_roll_forward(struct f2fuse *fs, const struct inode_info *i
  * before it writes them (an inode and its direct nodes: 128 cover 500 MiB of new data). */
 #define FSYNC_NODES_MARGIN 128
 
-/* Before any fsync: writable, with room for the nodes it may write. */
+/* Before any fsync: writable, with free segments for the nodes it writes.  Those nodes
+ * exist (each counted as used when it was made), so the user-visible space is not asked:
+ * an fsync never fails for lack of space on a file system full of data. */
 static int fsync_begin(struct f2fuse *fs)
 {
     int err = fs_writable(fs);
-    return err ? err : space_reserve(fs, 8);
+    return err ? err : space_reserve_to_free(fs, 8);
 }
 
 /* An fsync's write or flush failed: the first failure turns the mount read-only. */

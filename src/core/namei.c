@@ -459,7 +459,7 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
     int err = new_name_allowed(fs, name, len);
     if (err)
         return err;
-    err = space_reserve(fs, 2);
+    err = space_reserve_to_free(fs, 2); /* as rename: only a new dentry block is new */
     if (err)
         return err;
     uint32_t inos[2] = {parent, ino};
@@ -840,7 +840,9 @@ int namei_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, s
     err = rename_check_args(flags, old_len, new_name, new_len);
     if (err)
         return err;
-    err = space_reserve(fs, 4);
+    /* Nodes are rewritten, not added; a new dentry block asks for itself (dir.c), so a
+     * rename over a name works on a full file system. */
+    err = space_reserve_to_free(fs, 4);
     if (err)
         return err;
 

@@ -190,11 +190,20 @@ static uint64_t data_limit(struct f2fuse *fs)
     return user > r ? user - r : 0;
 }
 
+int space_metadata_room(struct f2fuse *fs, uint64_t blocks)
+{
+    uint64_t user = le64(fs->cp->user_block_count);
+    pthread_mutex_lock(&fs->space.lock);
+    bool fits = space_used_blocks(fs) + fs->space.claimed + blocks <= user;
+    pthread_mutex_unlock(&fs->space.lock);
+    return fits ? 0 : -ENOSPC;
+}
+
 int space_claim_more(struct f2fuse *fs, uint64_t blocks)
 {
     uint64_t user = data_limit(fs);
     pthread_mutex_lock(&fs->space.lock);
-    bool fits = space_used_blocks(fs) + fs->space.claimed + blocks <= user;
+    bool fits = !blocks || space_used_blocks(fs) + fs->space.claimed + blocks <= user;
     if (fits)
         fs->space.claimed += blocks;
     pthread_mutex_unlock(&fs->space.lock);
@@ -209,7 +218,9 @@ int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written)
     struct timespec until = clock_deadline(CLOCK_MONOTONIC, FREE_WAIT_NS);
     pthread_mutex_lock(&fs->space.lock);
     bool fits;
-    while (!(fits = space_used_blocks(fs) + fs->space.claimed + blocks <= user) &&
+    /* a claim of nothing (an overwrite, a write into reserved blocks) always fits: metadata
+     * may have taken used past the data limit */
+    while (!(fits = !blocks || space_used_blocks(fs) + fs->space.claimed + blocks <= user) &&
            (fs->space.freeing || fs->space.frees_running) &&
            pthread_cond_timedwait(&fs->space.freed, &fs->space.lock, &until) == 0)
         ; /* statfs shows those blocks free already: wait for them rather than refuse */

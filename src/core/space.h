@@ -18,6 +18,10 @@ int space_reserve(struct f2fuse *fs, uint64_t blocks);
  * space_settle (its reserved blocks then count as used).
  * Check and claim are one step: two operations can never be promised the same block. */
 int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written);
+/* Whether blocks more of metadata fit the user-visible space (reserve included): a
+ * directory asks before it grows by a block, so that a rename or link that needs one gets
+ * ENOSPC rather than a block past the end, while the rest of them ask for segments only. */
+int space_metadata_room(struct f2fuse *fs, uint64_t blocks);
 /* More blocks for a claim, by an operation that holds locks: no waiting, no GC. */
 int space_claim_more(struct f2fuse *fs, uint64_t blocks);
 void space_settle(struct f2fuse *fs, uint64_t blocks);
