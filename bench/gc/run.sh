@@ -8,6 +8,11 @@
 #   GC_BENCH_FACTOR   capacity multiples overwritten per run (default 5)
 #   GC_BENCH_REPS     repetitions, interleaved (default 3)
 #   GC_BENCH_OPTS     mount options (default rw,cache_size=16M)
+#   GC_BENCH_FILLS    levels, comma-separated: empty, <percent>, <percent>nossr
+#                     (default empty,50,80,90,90nossr); e.g. 90,95,99 near full
+#   GC_BENCH_BIN      binary, or several as label=path,label=path run interleaved with a
+#                     ratio to the first (default build/f2fuse)
+#   GC_BENCH_MAX_SECS end a run's timed phase after this many seconds (default 0: none)
 #   QUICK=1           128 MiB, 1 repetition
 set -euo pipefail
 cd "$(dirname "$0")/../.."
