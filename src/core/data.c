@@ -127,9 +127,9 @@ static int map_blocks(struct f2fuse *fs, const struct inode_info *ii, const stru
         err = check_addr(fs, ii->ino, index + i, &addrs[i], keep_new);
     }
     pcache_put(fs->cache, dnode);
-    if (through_ext)
+    if (!keep_new && through_ext) /* the read path's figures: counting holes is not a read */
         atomic_fetch_add(&fs->extent_hits, through_ext);
-    if (count > through_ext)
+    if (!keep_new && count > through_ext)
         atomic_fetch_add(&fs->extent_misses, count - through_ext);
     return err;
 }

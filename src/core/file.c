@@ -52,8 +52,10 @@ static uint64_t new_blocks(struct f2fuse *fs, const struct inode_info *ii, struc
     /* a write that ends inside an inline file's inline area stays there (data_write) */
     if ((ii->inline_flags & F2FS_INLINE_DATA) && inline_end <= inline_data_size(ii))
         return 0;
+    /* past the end nothing is mapped, unless fallocate kept the size: an append maps nothing */
+    bool past_end = first * F2FS_BLKSIZE >= ii->size && !(ii->advise & FADVISE_KEEP_SIZE_BIT);
     uint64_t holes = count;
-    if (!(ii->inline_flags & F2FS_INLINE_DATA) && count <= HOLE_SCAN_MAX &&
+    if (!(ii->inline_flags & F2FS_INLINE_DATA) && !past_end && count <= HOLE_SCAN_MAX &&
         data_count_holes(fs, ii, &page_node(ipage)->i, first, count, &holes) != 0)
         holes = count; /* the operation meets the error itself */
     return holes ? holes + holes / ADDRS_PER_BLOCK + 3 : 0;
