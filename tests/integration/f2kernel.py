@@ -110,7 +110,40 @@ def kernel_available():
         return False, "no insmod (Debian package kmod)"
     if not shutil.which("python3"):
         return False, "no python3 for the guest side"
-    return True, ""
+    return _boots()
+
+
+_BOOT_PROBE = {}
+
+
+def _boots():
+    """(True, "") when UML boots on this host, else (False, why): checked once per process by
+    booting it without a disk. Seen on a host whose CPU has AMX: UML 6.1 gives ptrace an FP
+    register buffer smaller than the host's XSAVE area, every guest process dies ("ptrace set
+    fp regs failed") and init panics - nothing a test can change."""
+    if "result" in _BOOT_PROBE:
+        return _BOOT_PROBE["result"]
+    _BOOT_PROBE["result"] = (True, "")  # kernel_run below asks again
+    res = None
+    base = tempfile.mkdtemp(prefix="uml-probe-")
+    try:
+        img = os.path.join(base, "empty.img")
+        with open(img, "wb") as f:
+            f.truncate(1 << 20)
+        res = kernel_run(img, "true\n", timeout=60, mount=False, name="boot_probe", quiet=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if res is not None and res.rc == 0:
+        return _BOOT_PROBE["result"]
+    why = "user-mode-linux does not boot on this host"
+    console = res.console if res is not None else ""
+    if "ptrace set fp regs failed" in console:
+        why += (" (ptrace set fp regs failed: UML 6.1's FP register buffer is smaller than this"
+                " CPU's XSAVE area, e.g. with AMX)")
+    elif "Kernel panic" in console:
+        why += " (the guest's init panicked)"
+    _BOOT_PROBE["result"] = (False, why)
+    return _BOOT_PROBE["result"]
 
 
 class KernelResult:
