@@ -212,6 +212,20 @@ int f2fuse_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr 
 
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE. */
 int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint64_t len);
+/* The flags of lsattr/chattr (FS_IOC_GETFLAGS/SETFLAGS, FS_*_FL values) and the view of
+ * FS_IOC_FSGETXATTR/FSSETXATTR (FS_XFLAG_* and the project id).  On set, from_xflags says
+ * which of the two the caller filled in: a set through xflags changes only the flags the
+ * two views share, and the project id. */
+struct f2fuse_fileattr {
+    uint32_t flags;
+    uint32_t xflags;
+    uint32_t projid;
+    bool from_xflags;
+};
+int f2fuse_fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr *fa);
+/* caller_uid: only the owner and root may change flags (EPERM otherwise). */
+int f2fuse_fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *fa,
+                        uint32_t caller_uid);
 
 /* flags: 0, XATTR_CREATE or XATTR_REPLACE (as setxattr(2)). */
 int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,

@@ -13,6 +13,7 @@
 #include "core/discard.h"
 #include "core/fault.h"
 #include "core/file.h"
+#include "core/fileattr.h"
 #include "core/flush_merge.h"
 #include "core/fsync.h"
 #include "core/gc.h"

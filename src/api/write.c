@@ -52,3 +52,14 @@ int f2fuse_release(struct f2fuse *fs, uint32_t ino)
 {
     return fs_op_result(fs, "release", file_release(fs, ino));
 }
+
+int f2fuse_fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr *fa)
+{
+    return fs_op_result(fs, "getflags", fileattr_get(fs, ino, fa));
+}
+
+int f2fuse_fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *fa,
+                        uint32_t caller_uid)
+{
+    return fs_op_result(fs, "setflags", fileattr_set(fs, ino, fa, caller_uid));
+}

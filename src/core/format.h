@@ -259,12 +259,17 @@ static_assert(sizeof(struct f2fs_summary_block) == F2FS_BLKSIZE, "summary block"
 #define FADVISE_VERITY_BIT    0x40
 
 /* i_flags (the on-disk values of FS_*_FL) */
-#define F2FS_COMPR_FL     0x00000004u
-#define F2FS_IMMUTABLE_FL 0x00000010u
-#define F2FS_APPEND_FL    0x00000020u
-#define F2FS_NOATIME_FL   0x00000080u
-#define F2FS_INDEX_FL     0x00001000u
-#define F2FS_CASEFOLD_FL  0x40000000u
+#define F2FS_COMPR_FL       0x00000004u
+#define F2FS_SYNC_FL        0x00000008u
+#define F2FS_IMMUTABLE_FL   0x00000010u
+#define F2FS_APPEND_FL      0x00000020u
+#define F2FS_NODUMP_FL      0x00000040u
+#define F2FS_NOATIME_FL     0x00000080u
+#define F2FS_NOCOMP_FL      0x00000400u
+#define F2FS_INDEX_FL       0x00001000u
+#define F2FS_DIRSYNC_FL     0x00010000u
+#define F2FS_PROJINHERIT_FL 0x20000000u
+#define F2FS_CASEFOLD_FL    0x40000000u
 
 #define NULL_ADDR     0u
 #define NEW_ADDR      0xFFFFFFFFu

@@ -13,6 +13,7 @@
 #include "core/data.h"
 #include "core/dir.h"
 #include "core/fsync.h"
+#include "core/fileattr.h"
 #include "core/inode.h"
 #include "core/locks.h"
 #include "core/nat.h"
@@ -246,9 +247,9 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
 
 /* ---- creating ---- */
 
-static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_t mode,
-                     uint32_t uid, uint32_t gid, const char *name, size_t len, struct page **ipagep,
-                     struct inode_info *ii)
+static int new_inode(struct f2fuse *fs, const struct inode_info *parent, struct page *ppage,
+                     uint16_t mode, uint32_t uid, uint32_t gid, const char *name, size_t len,
+                     struct page **ipagep, struct inode_info *ii)
 {
     struct page *ipage;
     bool is_dir = S_ISDIR(mode);
@@ -273,6 +274,7 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_
     ri->i_namelen = htole32((uint32_t)len);
     memcpy(ri->i_name, name, len);
     ri->i_dir_level = 0;
+    ri->i_flags = htole32(fileattr_inherited_flags(parent, mode));
     /* The kernel's defaults: inline xattrs always, inline data for files and symlinks,
      * inline dentries for directories; the extra attribute area mkfs gives the root. */
     uint8_t inl = F2FS_INLINE_XATTR;
@@ -287,6 +289,10 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, uint16_
             ri->i_inline_xattr_size = htole16(DEF_INLINE_XATTR_ADDRS);
     }
     ri->i_inline = inl;
+    /* As f2fs_new_inode: a directory with project inheritance hands its project id down. */
+    if ((parent->flags & F2FS_PROJINHERIT_FL) && (fs->features & F2FS_FEATURE_PRJQUOTA) &&
+        (inl & F2FS_EXTRA_ATTR))
+        ri->i_projid = htole32(fileattr_projid(fs, &page_node(ppage)->i));
     uint64_t s;
     uint32_t ns;
     now_into(&s, &ns);
@@ -418,7 +424,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     if (!err)
         err = acl_create(fs, &dir, dpage, &mode, umask, &acls);
     if (!err)
-        err = new_inode(fs, &dir, (uint16_t)mode, uid, gid, name, len, &ipage, &ii);
+        err = new_inode(fs, &dir, dpage, (uint16_t)mode, uid, gid, name, len, &ipage, &ii);
     if (!err)
         err = acl_init(fs, &ii, ipage, &acls);
     if (!err && (S_ISCHR(mode) || S_ISBLK(mode)))

@@ -23,6 +23,7 @@
 #include "blk/blk.h"
 #include "f2fuse.h"
 #include "fuse/ctl.h"
+#include "fuse/fileattr_ioctl.h"
 #include "fuse/fuse_ring.h"
 #include "fuse/killpriv.h"
 #include "fuse/mount.h"
@@ -796,7 +797,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     reply_err(req, err);
 }
 
-/* FITRIM (fstrim MOUNTPOINT, on the root directory): a restricted ioctl, so the kernel copies
+/* The inode-flag ioctls go to fuse/fileattr_ioctl.c.  FITRIM (fstrim MOUNTPOINT, on the
+ * root directory): a restricted ioctl, so the kernel copies
  * struct fstrim_range in and out itself; the reply's len is the bytes trimmed.  The kernel
  * asks CAP_SYS_ADMIN of FITRIM; a FUSE ioctl arrives without that check, so only root and
  * the daemon's own user may trim.  Other commands are not handled here: ENOTTY. */
@@ -805,13 +807,20 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
                      size_t out_bufsz)
 {
     struct daemon *d = daemon_of(req);
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
     if (cmd != FITRIM) {
-        count(d, OP_IOCTL, 0);
-        reply_err(req, -ENOTTY);
+        unsigned char out[64];
+        size_t reply_len;
+        int err = fileattr_ioctl(d->fs, to_f2fs(d, ino), cmd, ctx->uid, in_buf, in_bufsz, out,
+                                 out_bufsz < sizeof(out) ? out_bufsz : sizeof(out), &reply_len);
+        count(d, OP_IOCTL, err == -ENOTTY ? 0 : err);
+        if (err)
+            reply_err(req, err);
+        else
+            fuse_reply_ioctl(req, 0, reply_len ? out : NULL, reply_len);
         return;
     }
     struct fstrim_range range;
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
     int err = 0;
     if (in_bufsz < sizeof(range) || out_bufsz < sizeof(range) || !in_buf)
         err = -EINVAL;

@@ -1,0 +1,218 @@
+/* Inode flags as lsattr/chattr and FS_IOC_FSGETXATTR see them.  The on-disk i_flags use the
+ * FS_*_FL values, so the flags view is the stored word plus the states f2fs keeps
+ * elsewhere (encryption, verity, inline data).  Only flags whose meaning f2fuse keeps may
+ * be changed: a flag stored but not honoured would be a promise broken silently. */
+#include <errno.h>
+#include <linux/fs.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "core/fileattr.h"
+#include "core/context.h"
+#include "core/dir.h"
+#include "core/locks.h"
+#include "core/node.h"
+#include "core/namei.h"
+#include "core/space.h"
+#include "util/log.h"
+
+/* fs/f2fs/f2fs.h: what a new inode takes from its parent, and what suits each file type. */
+#define FLAGS_INHERITED                                                                        \
+    (F2FS_SYNC_FL | F2FS_NODUMP_FL | F2FS_NOATIME_FL | F2FS_DIRSYNC_FL | F2FS_PROJINHERIT_FL | \
+     F2FS_CASEFOLD_FL | F2FS_COMPR_FL | F2FS_NOCOMP_FL)
+#define FLAGS_REGULAR (~(F2FS_DIRSYNC_FL | F2FS_PROJINHERIT_FL | F2FS_CASEFOLD_FL))
+#define FLAGS_OTHER   (F2FS_NODUMP_FL | F2FS_NOATIME_FL)
+
+/* What the stored word may show and what a caller may ask to change (the kernel's
+ * F2FS_GETTABLE_FS_FL / F2FS_SETTABLE_FS_FL). */
+#define FLAGS_STORED_VISIBLE                                                                    \
+    (F2FS_COMPR_FL | F2FS_SYNC_FL | F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_NODUMP_FL |       \
+     F2FS_NOATIME_FL | F2FS_NOCOMP_FL | F2FS_INDEX_FL | F2FS_DIRSYNC_FL | F2FS_PROJINHERIT_FL | \
+     F2FS_CASEFOLD_FL)
+#define FLAGS_GETTABLE (FLAGS_STORED_VISIBLE | FS_ENCRYPT_FL | FS_INLINE_DATA_FL | FS_VERITY_FL)
+#define FLAGS_SETTABLE (FLAGS_STORED_VISIBLE & ~F2FS_INDEX_FL)
+/* The flags the xflags view shares with the flags view (the kernel's FS_COMMON_FL). */
+#define FLAGS_COMMON                                                                        \
+    (F2FS_SYNC_FL | F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_NODUMP_FL | F2FS_NOATIME_FL | \
+     F2FS_PROJINHERIT_FL)
+/* Flags f2fuse stores but does not yet honour: immutable and append-only would have to be
+ * enforced on every path, sync and dirsync make writes synchronous, and compression
+ * writes compressed clusters.  Changing them is refused rather than half done. */
+#define FLAGS_NOT_HONOURED \
+    (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_SYNC_FL | F2FS_DIRSYNC_FL | F2FS_COMPR_FL)
+
+#define F2FS_DEF_PROJID 0u
+
+static const struct {
+    uint32_t flag, xflag;
+} common_map[] = {
+    {F2FS_SYNC_FL, FS_XFLAG_SYNC},       {F2FS_IMMUTABLE_FL, FS_XFLAG_IMMUTABLE},
+    {F2FS_APPEND_FL, FS_XFLAG_APPEND},   {F2FS_NODUMP_FL, FS_XFLAG_NODUMP},
+    {F2FS_NOATIME_FL, FS_XFLAG_NOATIME}, {F2FS_PROJINHERIT_FL, FS_XFLAG_PROJINHERIT},
+};
+
+static uint32_t xflags_of(uint32_t flags)
+{
+    uint32_t x = 0;
+    for (size_t i = 0; i < sizeof(common_map) / sizeof(common_map[0]); i++)
+        if (flags & common_map[i].flag)
+            x |= common_map[i].xflag;
+    return x;
+}
+
+static uint32_t flags_of_xflags(uint32_t xflags)
+{
+    uint32_t f = 0;
+    for (size_t i = 0; i < sizeof(common_map) / sizeof(common_map[0]); i++)
+        if (xflags & common_map[i].xflag)
+            f |= common_map[i].flag;
+    return f;
+}
+
+static uint32_t mask_for_mode(uint16_t mode, uint32_t flags)
+{
+    if (S_ISDIR(mode))
+        return flags;
+    return flags & (S_ISREG(mode) ? FLAGS_REGULAR : FLAGS_OTHER);
+}
+
+static bool has_projid_slot(const struct f2fuse *fs, const struct f2fs_inode *ri)
+{
+    size_t end = offsetof(struct f2fs_inode, i_projid) + sizeof(ri->i_projid) -
+                 offsetof(struct f2fs_inode, i_addr);
+    return (fs->features & F2FS_FEATURE_PRJQUOTA) && (ri->i_inline & F2FS_EXTRA_ATTR) &&
+           le16(ri->i_extra_isize) >= end;
+}
+
+uint32_t fileattr_projid(const struct f2fuse *fs, const struct f2fs_inode *ri)
+{
+    return has_projid_slot(fs, ri) ? le32(ri->i_projid) : F2FS_DEF_PROJID;
+}
+
+uint32_t fileattr_inherited_flags(const struct inode_info *parent, uint16_t mode)
+{
+    /* A new file is not compressed: f2fuse writes no compressed clusters yet. */
+    uint32_t flags = parent->flags & FLAGS_INHERITED & ~F2FS_COMPR_FL;
+    return mask_for_mode(mode, flags);
+}
+
+static void fill(const struct f2fuse *fs, const struct f2fs_inode *ri, const struct inode_info *ii,
+                 struct f2fuse_fileattr *fa)
+{
+    uint32_t flags = ii->flags & FLAGS_STORED_VISIBLE;
+    if (ii->advise & FADVISE_ENCRYPT_BIT)
+        flags |= FS_ENCRYPT_FL;
+    if (ii->advise & FADVISE_VERITY_BIT)
+        flags |= FS_VERITY_FL;
+    if (ii->inline_flags & (F2FS_INLINE_DATA | F2FS_INLINE_DENTRY))
+        flags |= FS_INLINE_DATA_FL;
+    fa->flags = flags;
+    fa->xflags = xflags_of(flags);
+    fa->projid = fileattr_projid(fs, ri);
+    fa->from_xflags = false;
+}
+
+int fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr *fa)
+{
+    struct page *ipage;
+    struct inode_info ii;
+    op_read_begin(fs, ino);
+    int err = inode_get(fs, ino, &ipage, &ii);
+    if (!err) {
+        fill(fs, &page_node(ipage)->i, &ii, fa);
+        pcache_put(fs->cache, ipage);
+    }
+    op_read_end(fs, ino);
+    return err;
+}
+
+/* The kernel's checks for a casefold change (f2fs_setflags_common): the image must have an
+ * encoding, and the directory must be empty, since its names would hash differently. */
+static int casefold_change_check(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage)
+{
+    if (!(fs->features & F2FS_FEATURE_CASEFOLD))
+        return -EOPNOTSUPP;
+    if (ii->advise & FADVISE_ENCRYPT_BIT)
+        return -ENOKEY;
+    bool empty;
+    int err = dir_is_empty(fs, ii, ipage, &empty);
+    return err ? err : empty ? 0 : -ENOTEMPTY;
+}
+
+static int projid_change_check(struct f2fuse *fs, const struct f2fs_inode *ri, uint32_t projid)
+{
+    if (!(fs->features & F2FS_FEATURE_PRJQUOTA))
+        return projid == F2FS_DEF_PROJID ? 0 : -EOPNOTSUPP;
+    if (!has_projid_slot(fs, ri))
+        return -EOVERFLOW;
+    if (fs->features & F2FS_FEATURE_QUOTA_INO) {
+        log_warn("project id change refused: f2fuse does not yet keep the quota files");
+        return -EOPNOTSUPP;
+    }
+    return 0;
+}
+
+/* The new stored word, or -errno for a request the kernel or f2fuse refuses. */
+static int64_t new_flags(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                         const struct f2fuse_fileattr *fa, uint32_t caller_uid)
+{
+    uint32_t want = fa->from_xflags ? flags_of_xflags(fa->xflags) : fa->flags;
+    uint32_t mask = fa->from_xflags ? FLAGS_COMMON : FLAGS_SETTABLE;
+    if (!fa->from_xflags && (want & ~FLAGS_GETTABLE))
+        return -EOPNOTSUPP;
+    want &= FLAGS_SETTABLE;
+    if (mask_for_mode(ii->mode, want) != want)
+        return -EOPNOTSUPP;
+    if ((want & F2FS_COMPR_FL) && (want & F2FS_NOCOMP_FL))
+        return -EINVAL;
+    const struct f2fs_inode *ri = &page_node(ipage)->i;
+    if (caller_uid != 0 && caller_uid != le32(ri->i_uid))
+        return -EPERM;
+    uint32_t changed = (ii->flags ^ want) & mask;
+    if ((changed & (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL)) && caller_uid != 0)
+        return -EPERM; /* CAP_LINUX_IMMUTABLE */
+    if (changed & FLAGS_NOT_HONOURED) {
+        log_warn("inode %u: changing the flags 0x%x is not supported", ii->ino,
+                 changed & FLAGS_NOT_HONOURED);
+        return -EOPNOTSUPP;
+    }
+    if (changed & F2FS_CASEFOLD_FL) {
+        int err = casefold_change_check(fs, ii, ipage);
+        if (err)
+            return err;
+    }
+    return (ii->flags & ~mask) | (want & mask);
+}
+
+int fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *fa,
+                 uint32_t caller_uid)
+{
+    int err = fs_writable(fs);
+    if (err)
+        return err;
+    struct page *ipage;
+    struct inode_info ii;
+    op_change_begin(fs, ino);
+    err = inode_get(fs, ino, &ipage, &ii);
+    if (err)
+        goto out;
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    int64_t flags = new_flags(fs, &ii, ipage, fa, caller_uid);
+    if (flags < 0)
+        err = (int)flags;
+    bool projid_changes = fa->from_xflags && fa->projid != fileattr_projid(fs, ri);
+    if (!err && projid_changes)
+        err = projid_change_check(fs, ri, fa->projid);
+    if (!err) {
+        ri->i_flags = htole32((uint32_t)flags);
+        if (projid_changes)
+            ri->i_projid = htole32(fa->projid);
+        inode_touch(ipage, false, true);
+        pcache_mark_dirty(fs->cache, ipage);
+    }
+    pcache_put(fs->cache, ipage);
+out:
+    op_change_end(fs, ino);
+    space_after_change(fs);
+    return err;
+}
