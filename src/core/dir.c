@@ -9,6 +9,7 @@
 #include "core/dir.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/dirname.h"
 #include "core/inode.h"
 #include "core/node.h"
 #include "core/space.h"
@@ -74,9 +75,9 @@ static int entry_check(struct f2fuse *fs, const struct inode_info *dir, const st
     return (int)slots_for(len);
 }
 
-/* Finds name in one container; returns 1 and its slot when found, 0 when not, or -errno. */
+/* Finds dn in one container; returns 1 and its slot when found, 0 when not, or -errno. */
 static int view_find(struct f2fuse *fs, const struct inode_info *dir, const struct dentry_view *v,
-                     const char *name, size_t len, uint32_t hash, uint32_t *slot)
+                     const struct dir_name *dn, uint32_t *slot)
 {
     for (uint32_t pos = 0; pos < v->slots;) {
         if (!slot_used(v, pos)) {
@@ -89,8 +90,8 @@ static int view_find(struct f2fuse *fs, const struct inode_info *dir, const stru
             continue;
         }
         const struct f2fs_dir_entry *de = &v->dentry[pos];
-        if (le32(de->hash_code) == hash && le16(de->name_len) == len &&
-            memcmp(v->filename[pos], name, len) == 0) {
+        if (dir_name_matches(fs, dir, dn, le32(de->hash_code), v->filename[pos],
+                             le16(de->name_len))) {
             *slot = pos;
             return 1;
         }
@@ -172,16 +173,15 @@ struct dentry_loc {
 };
 
 static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-                      const char *name, size_t len, struct dentry_loc *loc)
+                      const struct dir_name *dn, struct dentry_loc *loc)
 {
-    uint32_t hash = dentry_hash((const uint8_t *)name, len);
     memset(loc, 0, sizeof(*loc));
     if (dir->inline_flags & F2FS_INLINE_DENTRY) {
         view_inline(&loc->v, dir, dpage->data);
-        return view_find(fs, dir, &loc->v, name, len, hash, &loc->slot);
+        return view_find(fs, dir, &loc->v, dn, &loc->slot);
     }
     for (uint32_t level = 0; level < dir->current_depth; level++) {
-        uint64_t bucket = hash % dir_buckets(level, dir->dir_level);
+        uint64_t bucket = dn->hash % dir_buckets(level, dir->dir_level);
         uint64_t first = dir_block_index(level, dir->dir_level, bucket);
         for (uint64_t b = first; b < first + bucket_blocks(level) && b < dir_blocks(dir); b++) {
             struct page *page;
@@ -191,7 +191,7 @@ static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct pa
             if (!page)
                 continue;
             view_block(&loc->v, page->data);
-            int found = view_find(fs, dir, &loc->v, name, len, hash, &loc->slot);
+            int found = view_find(fs, dir, &loc->v, dn, &loc->slot);
             if (found) {
                 if (found > 0) {
                     loc->page = page;
@@ -228,12 +228,14 @@ static int match_name(void *arg, const char *name, size_t len, uint32_t ino, uns
 int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
                const char *name, size_t len, uint32_t *ino)
 {
-    if (len == 0 || len > F2FS_NAME_LEN)
-        return len ? -ENAMETOOLONG : -ENOENT;
+    struct dir_name dn;
+    int err = dir_name_init(fs, dir, name, len, &dn);
+    if (err)
+        return err;
     if (dir->flags & F2FS_CASEFOLD_FL) {
         /* Casefolded names hash differently; an exact-name scan still finds them. */
         struct name_match m = {name, len, 0, false};
-        int err = dir_iterate(fs, dir, dpage, 0, match_name, &m);
+        err = dir_iterate(fs, dir, dpage, 0, match_name, &m);
         if (err)
             return err;
         if (!m.found)
@@ -241,7 +243,7 @@ int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpa
         *ino = m.ino;
     } else {
         struct dentry_loc loc;
-        int found = find_entry(fs, dir, dpage, name, len, &loc);
+        int found = find_entry(fs, dir, dpage, &dn, &loc);
         if (found < 0)
             return found;
         if (!found)
@@ -352,7 +354,7 @@ static int room_for(const struct dentry_view *v, uint32_t n)
     return -1;
 }
 
-static void put_entry(struct dentry_view *v, uint32_t pos, const char *name, size_t len,
+static void put_entry(struct dentry_view *v, uint32_t pos, const uint8_t *name, size_t len,
                       uint32_t hash, uint32_t ino, uint8_t type)
 {
     uint32_t n = slots_for((uint32_t)len);
@@ -400,7 +402,8 @@ static void set_size(struct inode_info *dir, struct page *dpage, uint64_t size)
 /* Puts an entry into the lowest level whose bucket for hash has room; a new level when none
  * has (f2fs_add_regular_entry). */
 static int add_block_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
-                           const char *name, size_t len, uint32_t hash, uint32_t ino, uint8_t type)
+                           const uint8_t *name, size_t len, uint32_t hash, uint32_t ino,
+                           uint8_t type)
 {
     uint32_t slots = slots_for((uint32_t)len);
     uint32_t depth = dir->current_depth;
@@ -505,7 +508,7 @@ static int rehash_inline_entries(struct f2fuse *fs, struct inode_info *dir, stru
             continue;
         }
         const struct f2fs_dir_entry *de = &from.dentry[pos];
-        err = add_block_entry(fs, dir, dpage, (const char *)from.filename[pos], le16(de->name_len),
+        err = add_block_entry(fs, dir, dpage, from.filename[pos], le16(de->name_len),
                               le32(de->hash_code), le32(de->ino), de->file_type);
         pos += (uint32_t)slots;
     }
@@ -535,32 +538,35 @@ static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct 
 int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
                   size_t len, uint32_t ino, uint16_t mode)
 {
-    if (len == 0)
-        return -ENOENT;
-    if (len > F2FS_NAME_LEN)
-        return -ENAMETOOLONG;
-    uint32_t hash = dentry_hash((const uint8_t *)name, len);
+    struct dir_name dn;
+    int err = dir_name_init(fs, dir, name, len, &dn);
+    if (err)
+        return err;
     if (dir->inline_flags & F2FS_INLINE_DENTRY) {
         struct dentry_view v;
         view_inline(&v, dir, dpage->data);
-        int pos = room_for(&v, slots_for((uint32_t)len));
+        int pos = room_for(&v, slots_for((uint32_t)dn.len));
         if (pos >= 0) {
-            put_entry(&v, (uint32_t)pos, name, len, hash, ino, dir_file_type(mode));
+            put_entry(&v, (uint32_t)pos, dn.name, dn.len, dn.hash, ino, dir_file_type(mode));
             pcache_mark_dirty(fs->cache, dpage);
             return 0;
         }
-        int err = convert_inline_dir(fs, dir, dpage);
+        err = convert_inline_dir(fs, dir, dpage);
         if (err)
             return err;
     }
-    return add_block_entry(fs, dir, dpage, name, len, hash, ino, dir_file_type(mode));
+    return add_block_entry(fs, dir, dpage, dn.name, dn.len, dn.hash, ino, dir_file_type(mode));
 }
 
 int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
                      const char *name, size_t len, uint32_t *ino)
 {
+    struct dir_name dn;
+    int err = dir_name_init(fs, dir, name, len, &dn);
+    if (err)
+        return err;
     struct dentry_loc loc;
-    int found = find_entry(fs, dir, dpage, name, len, &loc);
+    int found = find_entry(fs, dir, dpage, &dn, &loc);
     if (found <= 0)
         return found ? found : -ENOENT;
     if (ino)
@@ -580,8 +586,12 @@ int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
 int dir_set_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
                   size_t len, uint32_t ino, uint16_t mode)
 {
+    struct dir_name dn;
+    int err = dir_name_init(fs, dir, name, len, &dn);
+    if (err)
+        return err;
     struct dentry_loc loc;
-    int found = find_entry(fs, dir, dpage, name, len, &loc);
+    int found = find_entry(fs, dir, dpage, &dn, &loc);
     if (found <= 0)
         return found ? found : -ENOENT;
     loc.v.dentry[loc.slot].ino = htole32(ino);
@@ -607,8 +617,8 @@ int dir_init(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, uint
         set_size(dir, dpage, F2FS_BLKSIZE);
         set_depth(dir, dpage, 1);
     }
-    put_entry(&v, 0, ".", 1, 0, dir->ino, F2FS_FT_DIR);
-    put_entry(&v, 1, "..", 2, 0, parent, F2FS_FT_DIR);
+    put_entry(&v, 0, (const uint8_t *)".", 1, 0, dir->ino, F2FS_FT_DIR);
+    put_entry(&v, 1, (const uint8_t *)"..", 2, 0, parent, F2FS_FT_DIR);
     if (page) {
         pcache_mark_dirty(fs->cache, page);
         pcache_put(fs->cache, page);
