@@ -593,17 +593,23 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
     return (ssize_t)size;
 }
 
-/* Frees one data pointer. */
+/* Frees one data pointer.  A compressed cluster's COMPRESS_ADDR slot holds a reserved
+ * block like NEW_ADDR (i_blocks and the checkpoint's valid count include it), unless the
+ * file's spare blocks were released (F2FS_COMPRESS_RELEASED): f2fs_truncate_data_blocks_range
+ * counts it only then. */
 static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
 {
     uint32_t a = le32(*addr);
     if (a == NULL_ADDR)
         return;
-    if (blkaddr_in_main(fs, a))
-        seg_invalidate_block(fs->seg, a);
-    else if (a == NEW_ADDR)
-        seg_reserve(fs->seg, -1);
     *addr = 0;
+    if (blkaddr_in_main(fs, a)) {
+        seg_invalidate_block(fs->seg, a);
+    } else if (a == COMPRESS_ADDR && (page_node(ipage)->i.i_inline & F2FS_COMPRESS_RELEASED)) {
+        return;
+    } else if (a == NEW_ADDR || a == COMPRESS_ADDR) {
+        seg_reserve(fs->seg, -1);
+    }
     inode_add_blocks(ipage, -1);
 }
 

@@ -18,6 +18,7 @@
 #include "core/space.h"
 #include "core/writeback.h"
 #include "core/xattr.h"
+#include "util/log.h"
 
 static void file_begin(struct f2fuse *fs, uint32_t ino)
 {
@@ -39,6 +40,19 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
     if (err)
         file_end(fs, ino);
     return err;
+}
+
+/* Whether a regular file's contents and size may change: f2fuse writes no compressed
+ * clusters yet, so a compressed file (F2FS_COMPR_FL) is kept as it is. */
+static int contents_writable(struct f2fuse *fs, const struct inode_info *ii)
+{
+    if (!(ii->flags & F2FS_COMPR_FL))
+        return 0;
+    if (!atomic_exchange(&fs->compressed_write_logged, true))
+        log_warn("inode %u is compressed: f2fuse does not change compressed files yet "
+                 "(logged once)",
+                 ii->ino);
+    return -EOPNOTSUPP;
 }
 
 /* Blocks of a range whose holes are scanned; a larger one counts as all holes. */
@@ -144,7 +158,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
             ret = -EISDIR;
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
-        else
+        else if ((ret = contents_writable(fs, &ii)) == 0)
             ret = claim_rest(fs, &ii, ipage, first, span, off + size, &claim);
         if (ret == 0)
             ret = remove_privs(fs, &ii, ipage, flags & F2FUSE_WRITE_KILL_SUIDGID, mode_changed);
@@ -185,6 +199,8 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
             err = -EISDIR;
         else if (!S_ISREG(ii.mode))
             err = -EINVAL;
+        else
+            err = contents_writable(fs, &ii);
         if (!err)
             err = remove_privs(fs, &ii, ipage, sa->valid & F2FUSE_SET_KILL_SUIDGID, NULL);
         if (!err && sa->size != ii.size) {
@@ -295,6 +311,9 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         err = S_ISDIR(ii.mode) ? -EISDIR : -ENODEV;
         goto put;
     }
+    err = contents_writable(fs, &ii);
+    if (err)
+        goto put;
     uint64_t end = off + len;
     if (end > data_max_size(&ii)) {
         err = -EFBIG;
