@@ -29,7 +29,7 @@ SANFLAGS :=
 OPT      := -O2 -g
 endif
 
-PKGS     := fuse3 liburing blkid
+PKGS     := fuse3 liburing blkid liblz4 lzo2 libzstd
 # Debian's android-libsparse(-dev) ships no pkg-config file and keeps the library in a
 # private directory (the one its own simg2img finds through RUNPATH).
 SPARSE_DIR    := /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/android

@@ -7,7 +7,7 @@
 set -euo pipefail
 declare -A group=(
     [build]="build-essential pkg-config libfuse3-dev liburing-dev libblkid-dev
-             android-libsparse-dev"
+             android-libsparse-dev liblz4-dev liblzo2-dev libzstd-dev"
     # make run: mkfs.f2fs for a new image, fusermount3 to unmount it
     [run]="fuse3 f2fs-tools"
     # the suite: f2fs-tools are the oracle; img2simg, sfdisk, mksquashfs build test images;
