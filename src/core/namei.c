@@ -472,6 +472,18 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     return err;
 }
 
+/* f2fs_link, f2fs_rename: into a directory with project inheritance only what already
+ * belongs to its project may come (else -EXDEV: mv copies, and quota stays with the tree). */
+static int project_allows(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                          struct page *ipage)
+{
+    if (!(dir->flags & F2FS_PROJINHERIT_FL))
+        return 0;
+    return fileattr_projid(fs, &page_node(dpage)->i) == fileattr_projid(fs, &page_node(ipage)->i)
+               ? 0
+               : -EXDEV;
+}
+
 int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
                struct f2fuse_attr *out)
 {
@@ -493,6 +505,8 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
     /* cppcheck-suppress uninitvar ; !err means inode_get ran and filled ii */
     if (!err && ii.links == 0)
         err = -ENOENT;
+    if (!err)
+        err = project_allows(fs, &dir, dpage, ipage);
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
     if (!err)
@@ -831,6 +845,10 @@ static void rename_mark_changed(struct f2fuse *fs, struct rename_op *op)
 static int rename_locked(struct f2fuse *fs, struct rename_op *op)
 {
     int err = rename_load(fs, op);
+    if (!err)
+        err = project_allows(fs, &op->ndir, op->ndpage, op->spage);
+    if (!err && (op->flags & F2FUSE_RENAME_EXCHANGE))
+        err = project_allows(fs, &op->odir, op->odpage, op->tpage);
     if (!err)
         err = rename_check_shape(fs, op);
     int free_tgt = 0;
