@@ -57,7 +57,7 @@ ALL = list(VARIANTS)
 # spread over the families in CI, each with two; long mode runs ALL in every family
 CI = {
     "model": ["extended", "flex"],
-    "powercut": ["default", "s2"],
+    "powercut": ["default", "s2", "quota"],
     "gc": ["s4", "z2"],
     "concurrency": ["o1", "a0"],
     "faults": ["o20", "extended"],
