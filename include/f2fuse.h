@@ -77,6 +77,9 @@ struct f2fuse_options {
      * and write stays inside it. */
     uint64_t offset;
     char partition[80]; /* "" = none */
+    /* Quota (images with the quota feature): usage is always kept; which types' limits bind
+     * (options usrquota, grpquota, prjquota, quota, noquota; 0 = every type's). */
+    unsigned quota_limits;
 };
 
 #define F2FUSE_DISCARD_BLOCK    0u /* one request per block, one at a time */
@@ -274,6 +277,31 @@ int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value);
 /* Reports every counter of the mount (block layer, cache, file system), one call each. */
 typedef void (*f2fuse_stat_fn)(void *arg, const char *name, uint64_t value);
 void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg);
+
+/* ---- quota (images with the quota feature: mkfs.f2fs -O quota, project_quota) ----
+ * Usage per user, group and project is kept in the image's quota files as the kernel keeps
+ * it; limits found there bind as the kernel's do when limits are enabled. */
+#define F2FUSE_QUOTA_USR 0u
+#define F2FUSE_QUOTA_GRP 1u
+#define F2FUSE_QUOTA_PRJ 2u
+struct f2fuse_quota {
+    unsigned type; /* F2FUSE_QUOTA_* */
+    uint32_t id;
+    uint64_t space, inodes; /* usage: bytes (what i_blocks counts, less the inode), inodes */
+    uint64_t bhard, bsoft;  /* block limits in bytes, 0 = none */
+    uint64_t ihard, isoft;  /* inode limits, 0 = none */
+    uint64_t btime, itime;  /* when an exceeded soft limit starts to bind (epoch s), 0 = not */
+};
+typedef int (*f2fuse_quota_fn)(void *arg, const struct f2fuse_quota *q);
+/* Calls fn for every id the quota files know (fn returns non-zero to stop): the live usage on
+ * a read-write mount, the files' content on a read-only one.  -ENODATA when the image keeps
+ * no quota files, -EUCLEAN when one is damaged. */
+int f2fuse_quota_list(struct f2fuse *fs, f2fuse_quota_fn fn, void *arg);
+/* Limits bind a caller who is not root (the kernel: without CAP_SYS_RESOURCE).  A program
+ * acting for other users (the FUSE daemon) names, per thread, the user behind the operations
+ * this thread calls next; F2FUSE_CALLER_NONE, the default, is not bound. */
+#define F2FUSE_CALLER_NONE UINT32_MAX
+void f2fuse_set_caller_uid(uint32_t uid);
 
 /* ---- offline summary (f2fuse info) ----
  * What an image's superblock and current checkpoint say: geometry, features, which of the

@@ -89,6 +89,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     emit_tunables(fs, fn, arg);
     writeback_emit_stats(fs, fn, arg); /* writeback.c */
     gc_emit_stats(fs, fn, arg);        /* gc.c */
+    quota_emit_stats(fs, fn, arg);     /* quota.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync.fast));
     fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
@@ -129,4 +130,14 @@ int f2fuse_trim_progress(struct f2fuse *fs, uint64_t start, uint64_t len, uint64
 int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info)
 {
     return info_fill(fs, info);
+}
+
+int f2fuse_quota_list(struct f2fuse *fs, f2fuse_quota_fn fn, void *arg)
+{
+    return quota_list(fs, fn, arg);
+}
+
+void f2fuse_set_caller_uid(uint32_t uid)
+{
+    quota_set_caller(uid);
 }

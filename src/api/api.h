@@ -24,6 +24,7 @@
 #include "core/namei.h"
 #include "core/nat.h"
 #include "core/node.h"
+#include "core/quota.h"
 #include "core/recovery.h"
 #include "core/segment.h"
 #include "core/space.h"

@@ -22,8 +22,6 @@ static const char *rw_refusal(struct f2fuse *fs)
         return "the image uses casefolding";
     if (f & F2FS_FEATURE_VERITY)
         return "the image uses fs-verity";
-    if (f & (F2FS_FEATURE_QUOTA_INO | F2FS_FEATURE_PRJQUOTA))
-        return "the image keeps quota files";
     if (f & (F2FS_FEATURE_RO | F2FS_FEATURE_BLKZONED))
         return "the image layout is read-only or zoned";
     if (le32(fs->sb.cp_payload) || (flags & CP_LARGE_NAT_BITMAP_FLAG))
@@ -74,6 +72,12 @@ static int open_rw(struct f2fuse *fs)
         return err;
     /* Data may not take the segments a checkpoint needs for its nodes. */
     seg_set_data_reserve(fs->seg, 3);
+    err = quota_load(fs); /* quota.c: before the orphans, whose frees it counts */
+    if (err == -EUCLEAN)
+        log_err("cannot mount read-write: a quota file is damaged; mount with -o ro, or let "
+                "fsck.f2fs -f rebuild it");
+    if (err)
+        return err;
     err = discard_init(fs); /* discard.c: before recovery, whose checkpoint frees blocks */
     if (!err)
         err = gc_init(fs); /* gc.c: its thread starts after recovery */
@@ -194,6 +198,7 @@ void f2fuse_close(struct f2fuse *fs)
     writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     gc_destroy(fs);
+    quota_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
     pcache_destroy(fs->cache);

@@ -23,6 +23,40 @@ static const struct optspec_choice discard_modes[] = {{"block", F2FUSE_DISCARD_B
 static const struct optspec_choice gc_modes[] = {
     {"on", F2FUSE_BGGC_ON}, {"off", F2FUSE_BGGC_OFF}, {"sync", F2FUSE_BGGC_SYNC}, {NULL, 0}};
 
+/* Quota limits (quota.c): each of usrquota, grpquota, prjquota (and quota, which the kernel
+ * takes for usrquota) makes its type's limits bind, noquota none; in the order given, as
+ * the kernel parses them.  Without any of them every type's limits bind. */
+static int quota_option(void *target, const char *value, unsigned bits)
+{
+    unsigned *chosen = &((struct f2fuse_options *)target)->quota_limits;
+    if (value)
+        return -EINVAL;
+    if (!(*chosen & QUOTA_LIMITS_CHOSEN) || !bits)
+        *chosen = QUOTA_LIMITS_CHOSEN;
+    *chosen |= bits;
+    return 0;
+}
+
+static int set_usrquota(void *target, const char *value)
+{
+    return quota_option(target, value, 1u << QUOTA_USR);
+}
+
+static int set_grpquota(void *target, const char *value)
+{
+    return quota_option(target, value, 1u << QUOTA_GRP);
+}
+
+static int set_prjquota(void *target, const char *value)
+{
+    return quota_option(target, value, 1u << QUOTA_PRJ);
+}
+
+static int set_noquota(void *target, const char *value)
+{
+    return quota_option(target, value, 0);
+}
+
 static const struct optspec library_specs[] = {
     {.name = "ro",
      .negated = "rw",
@@ -225,6 +259,31 @@ static const struct optspec library_specs[] = {
      .fallback = "1000",
      .metavar = "N",
      .help = "How long without a write operation counts as idle for background GC."},
+    {.name = "usrquota",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_usrquota,
+     .metavar = "usrquota",
+     .help = "Of the quota files' limits, users' bind (with grpquota, prjquota: only those)."},
+    {.name = "quota",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_usrquota,
+     .metavar = "quota",
+     .help = "The same as usrquota, as in the kernel."},
+    {.name = "grpquota",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_grpquota,
+     .metavar = "grpquota",
+     .help = "Groups' quota limits bind (without any of these options every type's do)."},
+    {.name = "prjquota",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_prjquota,
+     .metavar = "prjquota",
+     .help = "Projects' quota limits bind (the image needs project_quota)."},
+    {.name = "noquota",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_noquota,
+     .metavar = "noquota",
+     .help = "No quota limit binds; usage is still kept in the quota files."},
     {.name = "ssr",
      .negated = "nossr",
      .kind = OPTSPEC_FLAG,

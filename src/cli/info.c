@@ -64,7 +64,71 @@ static void json_list(FILE *out, const char *list)
 
 #define U(x) ((unsigned long long)(x))
 
-static void print_json(FILE *out, const char *image, const struct f2fuse_info *in)
+/* The quota files' entries (f2fuse_quota_list), or why there are none. */
+struct quotas {
+    struct f2fuse_quota *list;
+    size_t n, cap;
+    int err; /* -ENODATA: the image keeps no quota files */
+};
+
+static int take_quota(void *arg, const struct f2fuse_quota *q)
+{
+    struct quotas *qs = arg;
+    if (qs->n == qs->cap) {
+        size_t cap = qs->cap ? 2 * qs->cap : 64;
+        struct f2fuse_quota *grown = realloc(qs->list, cap * sizeof(*grown));
+        if (!grown) {
+            qs->err = -ENOMEM;
+            return 1;
+        }
+        qs->list = grown;
+        qs->cap = cap;
+    }
+    qs->list[qs->n++] = *q;
+    return 0;
+}
+
+static const char *const quota_types[] = {"user", "group", "project"};
+
+static void print_quota_json(FILE *out, const struct quotas *qs)
+{
+    if (qs->err) {
+        fprintf(out, "  \"quota\": null,\n");
+        return;
+    }
+    fputs("  \"quota\": [", out);
+    for (size_t i = 0; i < qs->n; i++) {
+        const struct f2fuse_quota *q = &qs->list[i];
+        fprintf(out,
+                "%s\n    {\"type\": \"%s\", \"id\": %u, \"space\": %llu, \"inodes\": %llu, "
+                "\"block_soft\": %llu, \"block_hard\": %llu, \"inode_soft\": %llu, "
+                "\"inode_hard\": %llu, \"block_grace_ends\": %llu, \"inode_grace_ends\": %llu}",
+                i ? "," : "", quota_types[q->type], q->id, U(q->space), U(q->inodes), U(q->bsoft),
+                U(q->bhard), U(q->isoft), U(q->ihard), U(q->btime), U(q->itime));
+    }
+    fputs(qs->n ? "\n  ],\n" : "],\n", out);
+}
+
+static void print_quota_text(FILE *out, const struct quotas *qs)
+{
+    if (qs->err == -ENODATA)
+        return;
+    if (qs->err) {
+        fprintf(out, "quota          (the quota files cannot be read: %s)\n", strerror(-qs->err));
+        return;
+    }
+    fprintf(out, "quota          type     id          space   inodes  block soft/hard (bytes)  "
+                 "inode soft/hard\n");
+    for (size_t i = 0; i < qs->n; i++) {
+        const struct f2fuse_quota *q = &qs->list[i];
+        fprintf(out, "               %-7s  %-10u %8llu %8llu  %llu/%llu  %llu/%llu\n",
+                quota_types[q->type], q->id, U(q->space), U(q->inodes), U(q->bsoft), U(q->bhard),
+                U(q->isoft), U(q->ihard));
+    }
+}
+
+static void print_json(FILE *out, const char *image, const struct f2fuse_info *in,
+                       const struct quotas *qs)
 {
     char uuid[40];
     uuid_string(in->uuid, uuid);
@@ -108,6 +172,7 @@ static void print_json(FILE *out, const char *image, const struct f2fuse_info *i
             U(in->user_blocks), U(in->valid_blocks), U(in->free_blocks), U(in->free_blocks * 4096),
             in->valid_nodes, in->valid_inodes, in->free_segments, in->overprov_segments,
             in->reserved_segments);
+    print_quota_json(out, qs);
     if (!in->usage_known) {
         fputs("  \"usage\": null\n}\n", out);
         return;
@@ -122,7 +187,8 @@ static void print_json(FILE *out, const char *image, const struct f2fuse_info *i
     fprintf(out, ",\n    \"empty_segments\": %u\n  }\n}\n", in->empty_segments);
 }
 
-static void print_text(FILE *out, const char *image, const struct f2fuse_info *in)
+static void print_text(FILE *out, const char *image, const struct f2fuse_info *in,
+                       const struct quotas *qs)
 {
     char uuid[40], size[32], free_h[32], user_h[32], used_h[32];
     uuid_string(in->uuid, uuid);
@@ -171,6 +237,7 @@ static void print_text(FILE *out, const char *image, const struct f2fuse_info *i
             free_h, in->valid_inodes, in->valid_nodes);
     fprintf(out, "segments       %u free, %u overprovisioned, %u reserved\n", in->free_segments,
             in->overprov_segments, in->reserved_segments);
+    print_quota_text(out, qs);
     if (!in->usage_known) {
         fprintf(out, "usage          (the segment table could not be read)\n");
         return;
@@ -293,14 +360,21 @@ int info_main(int argc, char **argv)
     }
     struct f2fuse_info in;
     err = f2fuse_info(fs, &in);
+    struct quotas qs = {0};
+    if (!err) {
+        int qerr = f2fuse_quota_list(fs, take_quota, &qs);
+        if (!qs.err)
+            qs.err = qerr;
+    }
     f2fuse_close(fs);
     if (err) {
         fprintf(stderr, "f2fuse: error: %s: %s\n", image, strerror(-err));
         return 1;
     }
     if (json)
-        print_json(stdout, image, &in);
+        print_json(stdout, image, &in, &qs);
     else
-        print_text(stdout, image, &in);
+        print_text(stdout, image, &in, &qs);
+    free(qs.list);
     return 0;
 }

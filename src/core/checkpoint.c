@@ -12,6 +12,7 @@
 #include "core/fsync.h"
 #include "core/nat.h"
 #include "core/node.h"
+#include "core/quota.h"
 #include "core/segment.h"
 #include "core/writeback.h"
 #include "util/crc.h"
@@ -290,7 +291,11 @@ int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope, const 
                      uint32_t norphans)
 {
     bool all = umount || scope == CP_ALL_DATA || fs->opts.checkpoint_all_data;
-    int err = all ? data_writeback(fs, 0) : data_writeback_metadata(fs);
+    /* The quota files' changed pages first: this checkpoint writes them with everything
+     * else (quota.c), so the usage it records is that of the tree it commits. */
+    int err = quota_flush(fs);
+    if (!err)
+        err = all ? data_writeback(fs, 0) : data_writeback_metadata(fs);
     if (!err)
         err = node_writeback(fs, 0, false);
     if (!err)
@@ -333,6 +338,8 @@ int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope, const 
      * write: a checkpoint is only written while no operation has failed part-way. */
     if (atomic_load(&fs->corrupt_hits))
         flags |= CP_FSCK_FLAG;
+    if (quota_needs_repair(fs)) /* the kernel's SBI_QUOTA_NEED_REPAIR */
+        flags |= CP_QUOTA_NEED_FSCK_FLAG;
     cp->ckpt_flags = htole32(flags);
     cp->cp_pack_total_block_count = htole32(total);
     cp->cp_pack_start_sum = htole32(1 + orphan_blocks);

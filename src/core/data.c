@@ -14,6 +14,7 @@
 #include "core/inode.h"
 #include "core/nat.h"
 #include "core/node.h"
+#include "core/quota.h"
 #include "core/segment.h"
 #include "core/writeback.h"
 #include "util/clock.h"
@@ -308,14 +309,38 @@ static uint32_t node_offset_of(const struct node_path *p, int level)
     }
 }
 
-void inode_add_blocks(struct page *ipage, int64_t delta)
+void inode_add_blocks(struct f2fuse *fs, struct page *ipage, int64_t delta)
 {
     struct f2fs_inode *ri = &page_node(ipage)->i;
     ri->i_blocks = htole64((uint64_t)((int64_t)le64(ri->i_blocks) + delta));
+    quota_add_blocks(fs, ipage, delta);
 }
+
+int inode_alloc_blocks(struct f2fuse *fs, struct page *ipage, uint64_t n)
+{
+    int err = quota_alloc_blocks(fs, ipage, n);
+    if (!err) {
+        struct f2fs_inode *ri = &page_node(ipage)->i;
+        ri->i_blocks = htole64(le64(ri->i_blocks) + n);
+    }
+    return err;
+}
+
+/* How dnode_find makes missing nodes: not at all, charged to the caller's quota (an
+ * operation: -EDQUOT possible), or without a check (writeback of blocks already charged). */
+enum dnode_alloc { DNODE_LOOKUP, DNODE_ALLOC, DNODE_ALLOC_NOFAIL };
+
+static int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                      uint64_t index, enum dnode_alloc alloc, struct dnode *dn);
 
 int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
               bool alloc, struct dnode *dn)
+{
+    return dnode_find(fs, ii, ipage, index, alloc ? DNODE_ALLOC : DNODE_LOOKUP, dn);
+}
+
+static int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                      uint64_t index, enum dnode_alloc alloc, struct dnode *dn)
 {
     struct node_path p;
     int err = path_of(ii->addrs_per_inode, index, &p);
@@ -335,16 +360,23 @@ int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage
         uint32_t nid = le32(*slot);
         struct page *page;
         if (!nid) {
-            if (!alloc) {
+            if (alloc == DNODE_LOOKUP) {
                 err = -ENOENT;
                 break;
             }
-            err = node_new(fs, ii->ino, 0, node_offset_of(&p, level), cold, &page);
-            if (err)
+            if (alloc == DNODE_ALLOC)
+                err = inode_alloc_blocks(fs, ipage, 1);
+            else
+                inode_add_blocks(fs, ipage, 1);
+            if (!err)
+                err = node_new(fs, ii->ino, 0, node_offset_of(&p, level), cold, &page);
+            if (err) {
+                if (err != -EDQUOT)
+                    inode_add_blocks(fs, ipage, -1);
                 break;
+            }
             *slot = htole32(le32(page_node(page)->footer.nid));
             pcache_mark_dirty(fs->cache, parent);
-            inode_add_blocks(ipage, 1);
             pcache_mark_dirty(fs->cache, ipage);
         } else {
             err = node_get(fs, nid, ii->ino, &page);
@@ -398,8 +430,12 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     uint64_t from = PCACHE_NO_LOAD;
     bool reserved = false;
     if (addr == NULL_ADDR) {
+        err = inode_alloc_blocks(fs, ipage, 1); /* the kernel's f2fs_reserve_block: -EDQUOT */
+        if (err) {
+            dnode_put(fs, ipage, &dn);
+            return err;
+        }
         *dn.addr = htole32(NEW_ADDR);
-        inode_add_blocks(ipage, 1);
         seg_reserve(fs->seg, 1);
         extent_forget_block(&page_node(ipage)->i, index);
         reserved = true;
@@ -416,7 +452,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     if (reserved) {
         if (err) { /* no page will ever be written for it: give the reservation back */
             *dn.addr = htole32(NULL_ADDR);
-            inode_add_blocks(ipage, -1);
+            inode_add_blocks(fs, ipage, -1);
             seg_reserve(fs->seg, -1);
         } else {
             pcache_mark_dirty(fs->cache, dn.page);
@@ -436,16 +472,17 @@ int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ip
     int err = dnode_get(fs, ii, ipage, index, true, &dn);
     if (err)
         return err;
-    if (le32(*dn.addr) == NULL_ADDR) {
+    if (le32(*dn.addr) == NULL_ADDR)
+        err = inode_alloc_blocks(fs, ipage, 1);
+    if (!err && le32(*dn.addr) == NULL_ADDR) {
         *dn.addr = htole32(NEW_ADDR);
-        inode_add_blocks(ipage, 1);
         seg_reserve(fs->seg, 1);
         extent_forget_block(&page_node(ipage)->i, index);
         pcache_mark_dirty(fs->cache, dn.page);
         pcache_mark_dirty(fs->cache, ipage);
     }
     dnode_put(fs, ipage, &dn);
-    return 0;
+    return err;
 }
 
 /* Whether the inline area holds data: DATA_EXIST, or any non-zero byte when the flag is
@@ -461,23 +498,26 @@ static bool inline_has_data(const struct inode_info *ii, const uint8_t *inline_a
     return false;
 }
 
-/* Moves inline data into block 0 (f2fs_convert_inline_inode). */
+/* Moves inline data into block 0 (f2fs_convert_inline_inode).  The block is reserved first:
+ * a caller over its quota (-EDQUOT) leaves the file as it was. */
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {
     uint8_t *inline_area = (uint8_t *)ipage->data + inline_data_offset(ii);
     struct f2fs_inode *ri = &page_node(ipage)->i;
     bool has_data = ii->size && inline_has_data(ii, inline_area);
+    struct page *page = NULL;
+    /* Without data there is nothing to move, and no block to spend on it. */
+    if (has_data) {
+        int err = data_get_page(fs, ii, ipage, 0, false, &page);
+        if (err)
+            return err;
+    }
     ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
     extent_clear(ri); /* an inline inode has no blocks for one to describe */
     ii->inline_flags = ri->i_inline;
     pcache_mark_dirty(fs->cache, ipage);
-    /* Without data there is nothing to move, and no block to spend on it. */
-    if (has_data) {
+    if (page) {
         size_t bytes = ii->size < inline_data_size(ii) ? ii->size : inline_data_size(ii);
-        struct page *page;
-        int err = data_get_page(fs, ii, ipage, 0, false, &page);
-        if (err)
-            return err;
         memcpy(page->data, inline_area, bytes);
         memset((uint8_t *)page->data + bytes, 0, F2FS_BLKSIZE - bytes);
         pcache_mark_dirty(fs->cache, page);
@@ -610,7 +650,7 @@ static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
     } else if (a == NEW_ADDR || a == COMPRESS_ADDR) {
         seg_reserve(fs->seg, -1);
     }
-    inode_add_blocks(ipage, -1);
+    inode_add_blocks(fs, ipage, -1);
 }
 
 /* Frees, in the node nid covering file blocks [base, base + span), every block from
@@ -659,7 +699,7 @@ static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct 
     err = node_free(fs, nid, ii->ino);
     if (err)
         return err;
-    inode_add_blocks(ipage, -1);
+    inode_add_blocks(fs, ipage, -1);
     return 1;
 }
 
@@ -793,7 +833,7 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
         } else {
             dnode_put(fs, ipage, &dn);
             have = false;
-            err = dnode_get(fs, ii, ipage, index, true, &dn);
+            err = dnode_find(fs, ii, ipage, index, DNODE_ALLOC_NOFAIL, &dn);
             if (err)
                 break;
             have = true;
@@ -832,7 +872,7 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
             break;
         dpage->gc_cold = false;
         if (old == NULL_ADDR) { /* NEW_ADDR was counted when reserved */
-            inode_add_blocks(ipage, 1);
+            inode_add_blocks(fs, ipage, 1);
             inode_dirty = true;
         }
         *dn.addr = htole32(blkaddr);

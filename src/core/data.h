@@ -44,7 +44,11 @@ struct dnode {
 int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
               bool alloc, struct dnode *dn);
 void dnode_put(struct f2fuse *fs, struct page *ipage, struct dnode *dn);
-void inode_add_blocks(struct page *ipage, int64_t delta);
+/* i_blocks += delta (4 KiB blocks), the quota usage with it (never refused: frees, and
+ * blocks charged before); inode_alloc_blocks charges n more as an allocation, which the
+ * caller's quota may refuse (-EDQUOT, nothing changed). */
+void inode_add_blocks(struct f2fuse *fs, struct page *ipage, int64_t delta);
+int inode_alloc_blocks(struct f2fuse *fs, struct page *ipage, uint64_t n);
 ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const void *buf,
                    size_t size, uint64_t off);
 int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size);

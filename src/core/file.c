@@ -15,6 +15,7 @@
 #include "core/locks.h"
 #include "core/namei.h"
 #include "core/node.h"
+#include "core/quota.h"
 #include "core/space.h"
 #include "core/writeback.h"
 #include "core/xattr.h"
@@ -194,7 +195,18 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     if (err)
         return err;
     struct f2fs_inode *ri = &page_node(ipage)->i;
-    if (sa->valid & F2FUSE_SET_SIZE) {
+    /* A new owner or group takes the inode's usage over first, as the kernel's
+     * dquot_transfer in f2fs_setattr: -EDQUOT changes nothing. */
+    if (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID)) {
+        struct quota_ids to;
+        quota_ids_of(fs, ri, &to);
+        if (sa->valid & F2FUSE_SET_UID)
+            to.id[QUOTA_USR] = sa->uid;
+        if (sa->valid & F2FUSE_SET_GID)
+            to.id[QUOTA_GRP] = sa->gid;
+        err = quota_transfer(fs, ipage, &to);
+    }
+    if (!err && (sa->valid & F2FUSE_SET_SIZE)) {
         if (S_ISDIR(ii.mode))
             err = -EISDIR;
         else if (!S_ISREG(ii.mode))

@@ -13,6 +13,7 @@
 #include "core/locks.h"
 #include "core/node.h"
 #include "core/namei.h"
+#include "core/quota.h"
 #include "core/space.h"
 #include "util/log.h"
 
@@ -145,10 +146,6 @@ static int projid_change_check(struct f2fuse *fs, const struct f2fs_inode *ri, u
         return projid == F2FS_DEF_PROJID ? 0 : -EOPNOTSUPP;
     if (!has_projid_slot(fs, ri))
         return -EOVERFLOW;
-    if (fs->features & F2FS_FEATURE_QUOTA_INO) {
-        log_warn("project id change refused: f2fuse does not yet keep the quota files");
-        return -EOPNOTSUPP;
-    }
     return 0;
 }
 
@@ -203,6 +200,12 @@ int fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *
     bool projid_changes = fa->from_xflags && fa->projid != fileattr_projid(fs, ri);
     if (!err && projid_changes)
         err = projid_change_check(fs, ri, fa->projid);
+    if (!err && projid_changes) { /* f2fs_transfer_project_quota: -EDQUOT changes nothing */
+        struct quota_ids to;
+        quota_ids_of(fs, ri, &to);
+        to.id[QUOTA_PRJ] = fa->projid;
+        err = quota_transfer(fs, ipage, &to);
+    }
     if (!err) {
         ri->i_flags = htole32((uint32_t)flags);
         if (projid_changes)

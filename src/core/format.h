@@ -432,6 +432,62 @@ struct f2fs_acl_entry_short {
     uint16_t e_perm;
 } __attribute__((packed));
 
+/* Quota files (the quota system inodes sb.qf_ino[]): the kernel's QFMT_VFS_V1 format, a
+ * radix tree of 1 KiB quota blocks over the file.  Block 0 holds the header and the info,
+ * block 1 the tree's root; four levels of 256 block numbers (one byte of the id each) lead to
+ * a data block of up to 14 entries, shared by any ids. */
+#define QUOTA_BLKSIZE      1024u
+#define QUOTA_TREE_ROOT    1u
+#define QUOTA_TREE_DEPTH   4
+#define QUOTA_REFS_PER_BLK (QUOTA_BLKSIZE / 4)
+#define QUOTA_VERSION      1u
+#define QUOTA_MAGIC_USR    0xd9c01f11u
+#define QUOTA_MAGIC_GRP    0xd9c01927u
+#define QUOTA_MAGIC_PRJ    0xd9c03f14u
+#define QUOTA_DEF_GRACE    604800u /* 7 days: mkfs's block and inode grace times */
+#define QUOTA_LIMIT_UNIT   1024u   /* block limits count 1 KiB; usage is in bytes */
+
+struct quota_header {
+    uint32_t magic;
+    uint32_t version;
+} __attribute__((packed));
+
+struct quota_info {
+    uint32_t bgrace; /* seconds over the block soft limit before it binds */
+    uint32_t igrace;
+    uint32_t flags;
+    uint32_t blocks;     /* quota blocks in the file */
+    uint32_t free_blk;   /* first of the free blocks' list, 0 = none */
+    uint32_t free_entry; /* first of the data blocks with a free entry, 0 = none */
+} __attribute__((packed));
+static_assert(sizeof(struct quota_header) + sizeof(struct quota_info) == 32, "quota info");
+
+struct quota_data_header {
+    uint32_t next_free; /* the free lists' links */
+    uint32_t prev_free;
+    uint16_t entries; /* entries in use in this data block */
+    uint16_t pad1;
+    uint32_t pad2;
+} __attribute__((packed));
+static_assert(sizeof(struct quota_data_header) == 16, "quota data block header");
+
+/* An all-zero entry is a free slot; one that would be all zero is stored with itime = 1. */
+struct quota_entry {
+    uint32_t id;
+    uint32_t pad;
+    uint64_t ihardlimit;
+    uint64_t isoftlimit;
+    uint64_t curinodes;
+    uint64_t bhardlimit; /* in QUOTA_LIMIT_UNIT */
+    uint64_t bsoftlimit;
+    uint64_t curspace; /* bytes */
+    uint64_t btime;    /* when the soft limit starts binding (seconds), 0 = not over it */
+    uint64_t itime;
+} __attribute__((packed));
+static_assert(sizeof(struct quota_entry) == 72, "quota entry");
+#define QUOTA_ENTRIES_PER_BLK \
+    ((QUOTA_BLKSIZE - sizeof(struct quota_data_header)) / sizeof(struct quota_entry)) /* 14 */
+
 /* little-endian accessors */
 static inline uint16_t le16(uint16_t v)
 {

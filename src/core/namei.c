@@ -18,6 +18,7 @@
 #include "core/locks.h"
 #include "core/nat.h"
 #include "core/node.h"
+#include "core/quota.h"
 #include "core/space.h"
 
 static void now_into(uint64_t *sec, uint32_t *nsec)
@@ -239,6 +240,8 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
         err = data_free_all(fs, &ii, ipage);
     if (!err && ii.xattr_nid)
         err = node_free(fs, ii.xattr_nid, ino);
+    if (!err) /* what is left: the xattr node's block, and the inode */
+        quota_free_inode(fs, ipage);
     pcache_put(fs->cache, ipage);
     if (!err)
         err = node_free(fs, ino, ino);
@@ -254,12 +257,23 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, struct 
     struct page *ipage;
     bool is_dir = S_ISDIR(mode);
     uint32_t ino;
-    int err = nat_alloc_nid(fs->nat, &ino);
+    /* As f2fs_new_inode: a directory with project inheritance hands its project id down. */
+    bool inherit = (parent->flags & F2FS_PROJINHERIT_FL) &&
+                   (fs->features & F2FS_FEATURE_PRJQUOTA) &&
+                   (fs->features & F2FS_FEATURE_EXTRA_ATTR);
+    struct quota_ids ids = {
+        .id = {uid, gid, inherit ? fileattr_projid(fs, &page_node(ppage)->i) : 0}};
+    int err = quota_alloc_inode(fs, &ids); /* the kernel's dquot_alloc_inode: -EDQUOT */
     if (err)
         return err;
-    err = node_new(fs, ino, ino, 0, !is_dir, &ipage);
+    err = nat_alloc_nid(fs->nat, &ino);
+    if (!err) {
+        err = node_new(fs, ino, ino, 0, !is_dir, &ipage);
+        if (err)
+            nat_release_nid(fs->nat, ino);
+    }
     if (err) {
-        nat_release_nid(fs->nat, ino);
+        quota_release_inode(fs, &ids);
         return err;
     }
     struct f2fs_node *node = page_node(ipage);
@@ -289,10 +303,8 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, struct 
             ri->i_inline_xattr_size = htole16(DEF_INLINE_XATTR_ADDRS);
     }
     ri->i_inline = inl;
-    /* As f2fs_new_inode: a directory with project inheritance hands its project id down. */
-    if ((parent->flags & F2FS_PROJINHERIT_FL) && (fs->features & F2FS_FEATURE_PRJQUOTA) &&
-        (inl & F2FS_EXTRA_ATTR))
-        ri->i_projid = htole32(fileattr_projid(fs, &page_node(ppage)->i));
+    if (inherit)
+        ri->i_projid = htole32(ids.id[QUOTA_PRJ]);
     uint64_t s;
     uint32_t ns;
     now_into(&s, &ns);
@@ -304,6 +316,7 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, struct 
     }
     err = inode_decode(fs, ipage, ino, ii);
     if (err) {
+        quota_release_inode(fs, &ids);
         pcache_put(fs->cache, ipage);
         return err;
     }
@@ -459,6 +472,18 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     return err;
 }
 
+/* f2fs_link, f2fs_rename: into a directory with project inheritance only what already
+ * belongs to its project may come (else -EXDEV: mv copies, and quota stays with the tree). */
+static int project_allows(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                          struct page *ipage)
+{
+    if (!(dir->flags & F2FS_PROJINHERIT_FL))
+        return 0;
+    return fileattr_projid(fs, &page_node(dpage)->i) == fileattr_projid(fs, &page_node(ipage)->i)
+               ? 0
+               : -EXDEV;
+}
+
 int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *name, size_t len,
                struct f2fuse_attr *out)
 {
@@ -480,6 +505,8 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
     /* cppcheck-suppress uninitvar ; !err means inode_get ran and filled ii */
     if (!err && ii.links == 0)
         err = -ENOENT;
+    if (!err)
+        err = project_allows(fs, &dir, dpage, ipage);
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
     if (!err)
@@ -818,6 +845,10 @@ static void rename_mark_changed(struct f2fuse *fs, struct rename_op *op)
 static int rename_locked(struct f2fuse *fs, struct rename_op *op)
 {
     int err = rename_load(fs, op);
+    if (!err)
+        err = project_allows(fs, &op->ndir, op->ndpage, op->spage);
+    if (!err && (op->flags & F2FUSE_RENAME_EXCHANGE))
+        err = project_allows(fs, &op->odir, op->odpage, op->tpage);
     if (!err)
         err = rename_check_shape(fs, op);
     int free_tgt = 0;

@@ -27,9 +27,11 @@
 #include "core/data.h"
 #include "core/dir.h"
 #include "core/extent.h"
+#include "core/fileattr.h"
 #include "core/inode.h"
 #include "core/nat.h"
 #include "core/node.h"
+#include "core/quota.h"
 #include "core/segment.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -168,6 +170,8 @@ static int replay_inode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
         to->i_gid = from->i_gid;
         to->i_advise = from->i_advise;
         to->i_flags = from->i_flags;
+        if (fileattr_projid(fs, to) != fileattr_projid(fs, from)) /* the same slot in both */
+            to->i_projid = from->i_projid;
         to->i_atime = from->i_atime;
         to->i_mtime = from->i_mtime;
         to->i_ctime = from->i_ctime;
@@ -452,6 +456,10 @@ int recovery_run(struct f2fuse *fs, const uint32_t *orphans, uint32_t norphans)
             err = recover_new_inodes(fs, &c, last, buf);
         if (!err)
             err = replay_chain(fs, &c, last, orphans, norphans, buf);
+        /* Replay changed owners, blocks and inodes the quota files never saw: their usage
+         * is counted afresh, exact for the checkpoint about to commit it. */
+        if (!err)
+            err = quota_recount(fs);
         if (!err)
             err = checkpoint_write(fs, false, CP_ALL_DATA, NULL, 0);
         seg_release_holds(fs->seg);

@@ -448,11 +448,13 @@ static int xattr_node_fill(struct f2fuse *fs, struct inode_info *ii, struct page
     if (ii->xattr_nid) {
         err = node_get(fs, ii->xattr_nid, ii->ino, &xpage);
     } else {
+        /* charged by list_store before anything changed */
         err = node_new(fs, ii->ino, 0, XATTR_NODE_OFFSET, !S_ISDIR(ii->mode), &xpage);
         if (!err) {
             ii->xattr_nid = le32(page_node(xpage)->footer.nid);
             page_node(ipage)->i.i_xattr_nid = htole32(ii->xattr_nid);
-            inode_add_blocks(ipage, 1);
+        } else {
+            inode_add_blocks(fs, ipage, -1);
         }
     }
     if (!err) {
@@ -474,9 +476,12 @@ static int list_store(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
     bool empty = used == sizeof(*h);
 
     struct f2fs_inode *ri = &page_node(ipage)->i;
-    memcpy((uint8_t *)ipage->data + inline_xattr_offset(ii), buf, inline_bytes);
     bool need_node = used + sizeof(uint32_t) > inline_bytes && !empty;
-    int err = 0;
+    /* A new xattr node is charged first: over quota (-EDQUOT) the list stays as it was. */
+    int err = need_node && !ii->xattr_nid ? inode_alloc_blocks(fs, ipage, 1) : 0;
+    if (err)
+        return err;
+    memcpy((uint8_t *)ipage->data + inline_xattr_offset(ii), buf, inline_bytes);
     if (need_node) {
         err = xattr_node_fill(fs, ii, ipage, buf + inline_bytes);
     } else if (ii->xattr_nid) {
@@ -484,7 +489,7 @@ static int list_store(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
         if (!err) {
             ii->xattr_nid = 0;
             ri->i_xattr_nid = 0;
-            inode_add_blocks(ipage, -1);
+            inode_add_blocks(fs, ipage, -1);
         }
     }
     if (!err && empty && inline_bytes)

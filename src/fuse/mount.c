@@ -575,10 +575,19 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     reply_xattr_buf(req, n, buf, size);
 }
 
+/* Quota limits bind the user behind a request that may allocate (the library asks the
+ * calling thread), not the daemon: every such request names it first. */
+static const struct fuse_ctx *as_caller(fuse_req_t req)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    f2fuse_set_caller_uid(ctx ? ctx->uid : F2FUSE_CALLER_NONE);
+    return ctx;
+}
+
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     struct daemon *d = daemon_of(req);
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    const struct fuse_ctx *ctx = as_caller(req);
     struct f2fuse_attr a;
     int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name),
                            mode | F2FUSE_UMASK(ctx->umask), rdev, ctx->uid, ctx->gid, &a);
@@ -589,7 +598,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    const struct fuse_ctx *ctx = as_caller(req);
     struct f2fuse_attr a;
     int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name),
                            S_IFREG | (mode & 07777) | F2FUSE_UMASK(ctx->umask), 0, ctx->uid,
@@ -615,7 +624,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     struct daemon *d = daemon_of(req);
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    const struct fuse_ctx *ctx = as_caller(req);
     struct f2fuse_attr a;
     int err = f2fuse_mkdir(d->fs, to_f2fs(d, parent), name, strlen(name),
                            mode | F2FUSE_UMASK(ctx->umask), ctx->uid, ctx->gid, &a);
@@ -625,7 +634,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
     struct daemon *d = daemon_of(req);
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    const struct fuse_ctx *ctx = as_caller(req);
     struct f2fuse_attr a;
     int err = f2fuse_symlink(d->fs, to_f2fs(d, parent), name, strlen(name), target, ctx->uid,
                              ctx->gid, &a);
@@ -635,6 +644,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
 {
     struct daemon *d = daemon_of(req);
+    as_caller(req);
     struct f2fuse_attr a;
     int err = f2fuse_link(d->fs, to_f2fs(d, ino), to_f2fs(d, parent), name, strlen(name), &a);
     reply_new_entry(req, d, OP_LINK, err, &a);
@@ -660,6 +670,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                       const char *newname, unsigned int flags)
 {
     struct daemon *d = daemon_of(req);
+    as_caller(req);
     unsigned f = 0;
     int err = 0;
     if (flags & RENAME_NOREPLACE)
@@ -679,6 +690,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                      struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
+    as_caller(req);
     unsigned flags = killpriv_request_kills_suidgid() ? F2FUSE_WRITE_KILL_SUIDGID : 0;
     bool mode_changed = false;
     ssize_t n = off < 0 ? -EINVAL
@@ -704,6 +716,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                        struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
+    as_caller(req);
     struct f2fuse_setattr sa = {0};
     if (to_set & FUSE_SET_ATTR_MODE) {
         sa.valid |= F2FUSE_SET_MODE;
@@ -773,6 +786,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
                         size_t size, int flags)
 {
     struct daemon *d = daemon_of(req);
+    as_caller(req);
     int err = f2fuse_setxattr(d->fs, to_f2fs(d, ino), name, value, size, flags);
     count(d, OP_SETXATTR, err);
     reply_err(req, err);
@@ -790,6 +804,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
                          struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
+    as_caller(req);
     int err = off < 0 || len <= 0
                   ? -EINVAL
                   : f2fuse_fallocate(d->fs, to_f2fs(d, ino), mode, (uint64_t)off, (uint64_t)len);
@@ -807,7 +822,7 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
                      size_t out_bufsz)
 {
     struct daemon *d = daemon_of(req);
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    const struct fuse_ctx *ctx = as_caller(req);
     if (cmd != FITRIM) {
         unsigned char out[64];
         size_t reply_len;

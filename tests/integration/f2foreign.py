@@ -27,6 +27,8 @@ The variants (mkfs.f2fs 1.15; every one f2fuse mounts read-write):
   a0           -a 0: no heap-based allocation
   o1, o20      -o 1 / -o 20: 1 % / 20 % overprovision (-o 1: mkfs needs 448 MiB, which
                leaves 16 MiB of user space; the images here are 512 MiB at least)
+  quota        -O extra_attr,project_quota,quota: quota files, which sload keeps and every
+               fsck checks
 """
 
 import os
@@ -49,12 +51,13 @@ VARIANTS = {
     "a0": (None, ("-a", "0")),
     "o1": (None, ("-o", "1")),
     "o20": (None, ("-o", "20")),
+    "quota": (["extra_attr", "project_quota", "quota"], ()),
 }
 ALL = list(VARIANTS)
 # spread over the families in CI, each with two; long mode runs ALL in every family
 CI = {
     "model": ["extended", "flex"],
-    "powercut": ["default", "s2"],
+    "powercut": ["default", "s2", "quota"],
     "gc": ["s4", "z2"],
     "concurrency": ["o1", "a0"],
     "faults": ["o20", "extended"],

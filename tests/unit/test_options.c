@@ -7,6 +7,7 @@
 
 #include "api/options.h"
 #include "check.h"
+#include "core/quota.h"
 #include "f2fuse.h"
 #include "f2fuse_test.h"
 
@@ -17,6 +18,7 @@ static void test_defaults(void)
     memset(&o, 0xa5, sizeof(o)); /* init must set every field, not rely on a zeroed struct */
     f2fuse_options_init(&o);
     CHECK(strcmp(o.backend, "uring") == 0);
+    CHECK_EQ(o.quota_limits, 0); /* every type's limits bind */
     CHECK_EQ(o.queue_depth, 64);
     CHECK_EQ(o.cache_size, 64ull << 20);
     CHECK(o.read_only);
@@ -94,7 +96,24 @@ static void test_tables(void)
     check_table(&library_options, &o, sizeof(o));
     struct f2fuse_test_options t = {0};
     check_table(&test_options, &t, sizeof(t));
-    CHECK_EQ(library_options.count, 29); /* a new option: add it to test_defaults too */
+    CHECK_EQ(library_options.count, 34); /* a new option: add it to test_defaults too */
+}
+
+/* The quota options in the kernel's order: each type option adds its type, noquota clears,
+ * quota is usrquota; none takes a value. */
+static void test_quota_options(void)
+{
+    struct f2fuse_options o;
+    f2fuse_options_init(&o);
+    CHECK_EQ(f2fuse_option_set(&o, "grpquota", NULL), 0);
+    CHECK_EQ(o.quota_limits, QUOTA_LIMITS_CHOSEN | 1u << QUOTA_GRP);
+    CHECK_EQ(f2fuse_option_set(&o, "quota", NULL), 0);
+    CHECK_EQ(o.quota_limits, QUOTA_LIMITS_CHOSEN | 1u << QUOTA_GRP | 1u << QUOTA_USR);
+    CHECK_EQ(f2fuse_option_set(&o, "noquota", NULL), 0);
+    CHECK_EQ(o.quota_limits, QUOTA_LIMITS_CHOSEN);
+    CHECK_EQ(f2fuse_option_set(&o, "prjquota", NULL), 0);
+    CHECK_EQ(o.quota_limits, QUOTA_LIMITS_CHOSEN | 1u << QUOTA_PRJ);
+    CHECK_EQ(f2fuse_option_set(&o, "usrquota", "1"), -EINVAL);
 }
 
 static void test_parsing(void)
@@ -196,6 +215,7 @@ int main(void)
     RUN(test_defaults);
     RUN(test_tables);
     RUN(test_parsing);
+    RUN(test_quota_options);
     RUN(test_test_options);
     RUN(test_descriptions);
     return check_failures ? 1 : 0;
