@@ -16,6 +16,7 @@
 #include "core/namei.h"
 #include "core/node.h"
 #include "core/space.h"
+#include "core/verity.h"
 #include "core/writeback.h"
 #include "core/xattr.h"
 
@@ -144,6 +145,8 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
             ret = -EISDIR;
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
+        else if (verity_file(&ii))
+            ret = -EPERM; /* verity.c: never written (no writable open exists in the kernel) */
         else
             ret = claim_rest(fs, &ii, ipage, first, span, off + size, &claim);
         if (ret == 0)
@@ -180,7 +183,10 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     if (err)
         return err;
     struct f2fs_inode *ri = &page_node(ipage)->i;
-    if (sa->valid & F2FUSE_SET_SIZE) {
+    /* The kernel's fsverity_prepare_setattr refuses the whole change. */
+    if ((sa->valid & F2FUSE_SET_SIZE) && verity_file(&ii))
+        err = -EPERM;
+    if (!err && (sa->valid & F2FUSE_SET_SIZE)) {
         if (S_ISDIR(ii.mode))
             err = -EISDIR;
         else if (!S_ISREG(ii.mode))
@@ -293,6 +299,10 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         goto put;
     if (!S_ISREG(ii.mode)) {
         err = S_ISDIR(ii.mode) ? -EISDIR : -ENODEV;
+        goto put;
+    }
+    if (verity_file(&ii)) { /* a kernel has no writable descriptor of it to fallocate with */
+        err = -EPERM;
         goto put;
     }
     uint64_t end = off + len;
