@@ -31,7 +31,7 @@ FEAT_VERITY = 0x400
 
 
 def fsverity_digest(path, hash_alg="sha256", block_size=4096, salt=None, tree=None, desc=None):
-    """`fsverity digest`: returns "sha256:HEX"; writes the tree and descriptor when asked."""
+    """`fsverity digest`: returns "sha256:HEX" as `fsverity measure` prints it; writes the tree and descriptor when asked."""
     argv = ["fsverity", "digest", path, "--hash-alg=" + hash_alg, "--block-size=%d" % block_size,
             "--compact"]
     if salt:
@@ -41,7 +41,7 @@ def fsverity_digest(path, hash_alg="sha256", block_size=4096, salt=None, tree=No
     if desc:
         argv.append("--out-descriptor=" + desc)
     out = subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout.decode().split()
-    return out[0]
+    return "%s:%s" % (hash_alg, out[0])
 
 
 def composite(data, hash_alg="sha256", block_size=4096, salt=None):
