@@ -733,10 +733,12 @@ static int enable_locked(struct f2fuse *fs, struct inode_info *ii, struct page *
         d->hash_algorithm = (uint8_t)arg->hash_algorithm;
         d->log_blocksize = (uint8_t)log_bs;
         d->salt_size = (uint8_t)arg->salt_size;
-        memcpy(d->salt, arg->salt, arg->salt_size);
+        if (arg->salt_size)
+            memcpy(d->salt, arg->salt, arg->salt_size);
         d->sig_size = htole32(arg->sig_size);
         d->data_size = htole64(ii->size);
-        memcpy((uint8_t *)(d + 1), arg->signature, arg->sig_size);
+        if (arg->sig_size)
+            memcpy((uint8_t *)(d + 1), arg->signature, arg->sig_size);
         err = build_tree(&c, ii, d->root_hash);
     }
     uint64_t desc_pos = vi->meta_pos + vi->tree_blocks * vi->block_size;
