@@ -181,6 +181,13 @@ int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, 
 int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino);
 int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t nlookup);
 int f2fuse_release(struct f2fuse *fs, uint32_t ino);
+/* open(2) of ino with flags (O_ACCMODE, O_TRUNC), as the kernel decides it: -EPERM for an
+ * fs-verity file opened for writing or with O_TRUNC, -EIO when its verity metadata does not
+ * parse; on a read-write mount the open counts as f2fuse_open_inode's, and one with write
+ * access as a writer (f2fuse_verity_enable refuses files with writers).  Does not truncate.
+ * Release with f2fuse_release_file and the same flags. */
+int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags);
+int f2fuse_release_file(struct f2fuse *fs, uint32_t ino, int flags);
 
 /* Writes size bytes at off (past the end: the gap reads as zeros); returns size or -errno.
  * As the kernel's VFS, any write drops the file's security.capability attribute. */
@@ -229,6 +236,32 @@ int f2fuse_fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr 
 /* caller_uid: only the owner and root may change flags (EPERM otherwise). */
 int f2fuse_fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *fa,
                         uint32_t caller_uid);
+
+/* fs-verity (the kernel's FS_IOC_MEASURE_VERITY and FS_IOC_ENABLE_VERITY; reading a
+ * verity file checks every block against its Merkle tree, -EIO when one does not match;
+ * writing it, changing its size or fallocate is -EPERM).  The digest is the hash of the
+ * file's descriptor: what `fsverity digest` prints for the same content and parameters.
+ * measure: -ENODATA for a file without verity. */
+struct f2fuse_verity_digest {
+    uint16_t algorithm; /* 1 SHA-256, 2 SHA-512 (FS_VERITY_HASH_ALG_*) */
+    uint16_t size;      /* bytes of digest */
+    uint8_t digest[64];
+};
+int f2fuse_verity_measure(struct f2fuse *fs, uint32_t ino, struct f2fuse_verity_digest *d);
+/* enable builds the tree over the file's data and stores it with the descriptor past EOF.
+ * -EEXIST when verity is on already, -ETXTBSY while the file is open for writing
+ * (f2fuse_open_file), -EINVAL for a block size or algorithm the kernel refuses (block sizes
+ * 1024 to 4096), -EMSGSIZE for a salt over 32 bytes, -EOPNOTSUPP on an image without the
+ * verity feature.  A signature is stored, not checked (no keyring in user space). */
+struct f2fuse_verity_enable {
+    uint32_t hash_algorithm; /* 1 SHA-256, 2 SHA-512 */
+    uint32_t block_size;
+    const void *salt;
+    uint32_t salt_size;
+    const void *signature;
+    uint32_t sig_size;
+};
+int f2fuse_verity_enable(struct f2fuse *fs, uint32_t ino, const struct f2fuse_verity_enable *arg);
 
 /* flags: 0, XATTR_CREATE or XATTR_REPLACE (as setxattr(2)). */
 int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,

@@ -29,6 +29,7 @@
 #include "core/segment.h"
 #include "core/space.h"
 #include "core/super.h"
+#include "core/verity.h"
 #include "core/writeback.h"
 #include "core/xattr.h"
 #include "util/log.h"

@@ -20,8 +20,6 @@ static const char *rw_refusal(struct f2fuse *fs)
         return "the image uses encryption";
     if (f & F2FS_FEATURE_CASEFOLD)
         return "the image uses casefolding";
-    if (f & F2FS_FEATURE_VERITY)
-        return "the image uses fs-verity";
     if (f & (F2FS_FEATURE_RO | F2FS_FEATURE_BLKZONED))
         return "the image layout is read-only or zoned";
     if (le32(fs->sb.cp_payload) || (flags & CP_LARGE_NAT_BITMAP_FLAG))
@@ -138,6 +136,8 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
     if (!err)
         err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
+        err = verity_init(fs); /* verity.c: before orphans are freed */
+    if (!err)
         err = fault_arm(fs, test); /* fault.c: tests only */
     if (!err)
         err = super_load(fs);
@@ -201,6 +201,7 @@ void f2fuse_close(struct f2fuse *fs)
     quota_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
+    verity_destroy(fs); /* verity.c: descriptors parsed */
     pcache_destroy(fs->cache);
     if (fs->dev)
         blk_close(fs->dev);

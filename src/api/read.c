@@ -111,6 +111,8 @@ static ssize_t read_step(struct f2fuse *fs, const struct inode_info *ii, struct 
         return -EISDIR;
     if (!S_ISREG(ii->mode))
         return -EINVAL;
+    if (verity_file(ii)) /* verity.c: every block checked against the Merkle tree */
+        return verity_read(fs, ii, ipage, a->buf, a->size, a->off);
     return data_read(fs, ii, ipage, a->buf, a->size, a->off);
 }
 
@@ -157,6 +159,17 @@ static ssize_t listxattr_step(struct f2fuse *fs, const struct inode_info *ii, st
 {
     struct buf_args *a = arg;
     return xattr_list(fs, ii, ipage, a->buf, a->size);
+}
+
+static ssize_t measure_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                            void *digest)
+{
+    return verity_measure(fs, ii, ipage, digest);
+}
+
+int f2fuse_verity_measure(struct f2fuse *fs, uint32_t ino, struct f2fuse_verity_digest *d)
+{
+    return (int)read_inode(fs, ino, measure_step, d);
 }
 
 ssize_t f2fuse_listxattr(struct f2fuse *fs, uint32_t ino, char *list, size_t size)

@@ -1,6 +1,8 @@
 /* The operations that change one inode: write, setattr, fallocate, extended attributes,
  * open and release.  An operation that fails part-way turns the mount read-only
  * (fs_op_result). */
+#include <fcntl.h>
+
 #include "api/api.h"
 
 int f2fuse_setxattr(struct f2fuse *fs, uint32_t ino, const char *name, const void *value,
@@ -19,6 +21,41 @@ int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name)
 int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino)
 {
     return inode_open(fs, ino);
+}
+
+static bool writable_flags(int flags)
+{
+    return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags)
+{
+    op_read_begin(fs, ino);
+    struct page *ipage;
+    struct inode_info ii;
+    int err = inode_get(fs, ino, &ipage, &ii);
+    if (!err) {
+        err = verity_open_check(fs, &ii, ipage, flags); /* verity.c */
+        pcache_put(fs->cache, ipage);
+    }
+    op_read_end(fs, ino);
+    if (!err)
+        err = inode_open(fs, ino);
+    if (!err && writable_flags(flags))
+        inode_writer_change(fs, ino, 1);
+    return err;
+}
+
+int f2fuse_release_file(struct f2fuse *fs, uint32_t ino, int flags)
+{
+    if (writable_flags(flags))
+        inode_writer_change(fs, ino, -1);
+    return f2fuse_release(fs, ino);
+}
+
+int f2fuse_verity_enable(struct f2fuse *fs, uint32_t ino, const struct f2fuse_verity_enable *arg)
+{
+    return fs_op_result(fs, "enable verity", verity_enable(fs, ino, arg));
 }
 
 /* The public entry points: an operation that fails part-way turns the mount read-only

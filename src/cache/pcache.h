@@ -25,11 +25,13 @@ enum page_space { PAGE_META, PAGE_NODE, PAGE_DATA, PAGE_SPACES };
 struct page {
     enum page_space space;
     uint64_t key;
-    uint64_t blkaddr;     /* where the content was read from or last written to */
-    void *data;           /* F2FS_BLKSIZE bytes, 4 KiB aligned */
-    bool gc_cold;         /* core hint: moved by GC, written back to the cold data log */
-    bool checkpoint_data; /* core: a directory or symlink block, which every checkpoint
+    uint64_t blkaddr;       /* where the content was read from or last written to */
+    void *data;             /* F2FS_BLKSIZE bytes, 4 KiB aligned */
+    bool gc_cold;           /* core hint: moved by GC, written back to the cold data log */
+    bool checkpoint_data;   /* core: a directory or symlink block, which every checkpoint
                            * writes (regular files' data is left to writeback) */
+    uint8_t verity_checked; /* core: fs-verity tree blocks of this page verified (a bit per
+                             * block; the kernel's PageChecked), cleared by a new load */
     /* cache-private */
     unsigned refs;
     int load_error; /* -errno when the load failed */

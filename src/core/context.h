@@ -24,6 +24,7 @@ struct nat_manager;
 struct discard_control;
 struct wb_control;
 struct gc_control;
+struct verity_cache;
 struct inode_ref;
 struct quota;
 
@@ -64,6 +65,7 @@ struct f2fuse {
     struct wb_control *wb;           /* writeback.c: the flusher, throttling, tunables */
     struct gc_control *gc;           /* gc.c: segment cleaning */
     struct quota *quota;             /* quota.c: usage per id (images with quota files) */
+    struct verity_cache *verity;     /* verity.c: parsed fs-verity descriptors */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's

@@ -19,8 +19,6 @@
 #include "core/writeback.h"
 #include "util/clock.h"
 
-static uint64_t data_key(uint32_t ino, uint64_t index);
-
 /* Where one file block's pointer lives: depth 0 = in the inode, else inside a direct node
  * reached through depth-1 indirect levels.  offsets[] index each level's array. */
 struct node_path {
@@ -192,23 +190,11 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
 #define READ_CHUNK_BLOCKS 256      /* map and submit at most 1 MiB at a time */
 #define CACHED_ADDR       NEW_ADDR /* in data_read's map: served from the page cache */
 
-ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
-                  size_t size, uint64_t off)
+/* Reads [off, off + size) of a file in blocks, wherever its size ends. */
+static int read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                       void *buf, size_t size, uint64_t off)
 {
     const struct f2fs_inode *ri = &page_node(ipage)->i;
-    if (off >= ii->size || size == 0)
-        return 0;
-    if (size > ii->size - off)
-        size = ii->size - off;
-    if (ii->inline_flags & F2FS_INLINE_DATA) {
-        memcpy(buf, (const uint8_t *)ipage->data + inline_data_offset(ii) + off, size);
-        return (ssize_t)size;
-    }
-    if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT))
-        return -ENOKEY;
-    if (ii->flags & F2FS_COMPR_FL)
-        return -EOPNOTSUPP;
-
     uint32_t addrs[READ_CHUNK_BLOCKS];
     struct blk_req reqs[READ_CHUNK_BLOCKS];
     struct blk_req *rp[READ_CHUNK_BLOCKS];
@@ -282,7 +268,38 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
             return err;
         done = chunk_end - off;
     }
-    return (ssize_t)size;
+    return 0;
+}
+
+ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
+                  size_t size, uint64_t off)
+{
+    if (off >= ii->size || size == 0)
+        return 0;
+    if (size > ii->size - off)
+        size = ii->size - off;
+    if (ii->inline_flags & F2FS_INLINE_DATA) {
+        memcpy(buf, (const uint8_t *)ipage->data + inline_data_offset(ii) + off, size);
+        return (ssize_t)size;
+    }
+    if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT))
+        return -ENOKEY;
+    if (ii->flags & F2FS_COMPR_FL)
+        return -EOPNOTSUPP;
+    int err = read_blocks(fs, ii, ipage, buf, size, off);
+    return err ? err : (ssize_t)size;
+}
+
+int data_read_past_end(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                       void *buf, size_t size, uint64_t off)
+{
+    if (ii->inline_flags & F2FS_INLINE_DATA)
+        return -EINVAL;
+    if (size == 0)
+        return 0;
+    if (off + size < off || off + size > data_max_size(ii))
+        return -EFBIG;
+    return read_blocks(fs, ii, ipage, buf, size, off);
 }
 
 /* ---- write side ---- */
@@ -405,11 +422,6 @@ void dnode_put(struct f2fuse *fs, struct page *ipage, struct dnode *dn)
     if (dn->page && dn->page != ipage)
         pcache_put(fs->cache, dn->page);
     dn->page = NULL;
-}
-
-static uint64_t data_key(uint32_t ino, uint64_t index)
-{
-    return (uint64_t)ino << 32 | index;
 }
 
 int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index,
@@ -739,6 +751,13 @@ static int free_from(struct f2fuse *fs, struct inode_info *ii, struct page *ipag
 int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {
     return free_from(fs, ii, ipage, 0);
+}
+
+int data_free_past_end(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
+{
+    if (ii->inline_flags & F2FS_INLINE_DATA)
+        return 0;
+    return free_from(fs, ii, ipage, (ii->size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE);
 }
 
 int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t new_size)

@@ -25,6 +25,15 @@ int data_count_holes(struct f2fuse *fs, const struct inode_info *ii, const struc
 uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uint64_t index);
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off);
+/* Reads size bytes at off of a file's blocks, past its size too (fs-verity keeps its Merkle
+ * tree there); holes read as zeros.  0 or -errno; -EINVAL for an inline file. */
+int data_read_past_end(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                       void *buf, size_t size, uint64_t off);
+/* The page cache key of file block index of inode ino (PAGE_DATA). */
+static inline uint64_t data_key(uint32_t ino, uint64_t index)
+{
+    return (uint64_t)ino << 32 | index;
+}
 uint64_t data_max_size(const struct inode_info *ii);
 /* fallocate (f2fs_expand_inode_data): block index becomes NEW_ADDR when it is a hole -
  * counted in i_blocks and the used space, reading as zeros, written by nobody until data
@@ -55,6 +64,8 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
 int data_zero_past_end(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 /* Frees every block and node of a file, past its size too (fallocate KEEP_SIZE). */
 int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
+/* Frees every block past the last one i_size covers (a failed fs-verity enable's tree). */
+int data_free_past_end(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
 int data_writeback(struct f2fuse *fs, uint32_t only_ino);
 /* The same for the pages every checkpoint writes: directory and symlink blocks. */
 int data_writeback_metadata(struct f2fuse *fs);

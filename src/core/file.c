@@ -17,6 +17,7 @@
 #include "core/node.h"
 #include "core/quota.h"
 #include "core/space.h"
+#include "core/verity.h"
 #include "core/writeback.h"
 #include "core/xattr.h"
 #include "util/log.h"
@@ -43,10 +44,13 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
     return err;
 }
 
-/* Whether a regular file's contents and size may change: f2fuse writes no compressed
- * clusters yet, so a compressed file (F2FS_COMPR_FL) is kept as it is. */
+/* Whether a regular file's contents and size may change: a verity file never (EPERM: the
+ * kernel has no writable open of one, and fsverity_prepare_setattr refuses a new size);
+ * a compressed file (F2FS_COMPR_FL) not yet, as f2fuse writes no compressed clusters. */
 static int contents_writable(struct f2fuse *fs, const struct inode_info *ii)
 {
+    if (verity_file(ii))
+        return -EPERM;
     if (!(ii->flags & F2FS_COMPR_FL))
         return 0;
     if (!atomic_exchange(&fs->compressed_write_logged, true))
@@ -195,9 +199,13 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     if (err)
         return err;
     struct f2fs_inode *ri = &page_node(ipage)->i;
+    /* A size change of a file whose contents stay as they are is refused before anything
+     * changes (the kernel's fsverity_prepare_setattr refuses the whole request). */
+    if ((sa->valid & F2FUSE_SET_SIZE) && S_ISREG(ii.mode))
+        err = contents_writable(fs, &ii);
     /* A new owner or group takes the inode's usage over first, as the kernel's
      * dquot_transfer in f2fs_setattr: -EDQUOT changes nothing. */
-    if (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID)) {
+    if (!err && (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID))) {
         struct quota_ids to;
         quota_ids_of(fs, ri, &to);
         if (sa->valid & F2FUSE_SET_UID)
@@ -211,8 +219,6 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
             err = -EISDIR;
         else if (!S_ISREG(ii.mode))
             err = -EINVAL;
-        else
-            err = contents_writable(fs, &ii);
         if (!err)
             err = remove_privs(fs, &ii, ipage, sa->valid & F2FUSE_SET_KILL_SUIDGID, NULL);
         if (!err && sa->size != ii.size) {

@@ -420,6 +420,38 @@ enum {
     F2FS_XATTR_INDEX_VERITY = 11
 };
 
+/* fs-verity (fs/verity, fs/f2fs/verity.c): a verity file keeps its Merkle tree and then its
+ * descriptor past EOF, from i_size rounded up to 64 KiB; the xattr of index 11 named "v"
+ * says where the descriptor is.  FADVISE_VERITY_BIT marks the file. */
+#define F2FS_XATTR_NAME_VERITY  "v"
+#define VERITY_METADATA_ALIGN   65536u
+#define VERITY_LOCATION_VERSION 1u
+#define VERITY_DESC_VERSION     1u
+#define VERITY_HASH_SHA256      1u
+#define VERITY_HASH_SHA512      2u
+#define VERITY_MAX_DIGEST       64u
+#define VERITY_MAX_SALT         32u
+#define VERITY_MAX_LEVELS       8u
+#define VERITY_MAX_DESC_SIZE    16384u /* descriptor plus built-in signature */
+struct verity_location {
+    uint32_t version; /* VERITY_LOCATION_VERSION */
+    uint32_t size;    /* of the descriptor, signature included */
+    uint64_t pos;     /* byte offset of the descriptor in the file */
+} __attribute__((packed));
+static_assert(sizeof(struct verity_location) == 16, "verity location size");
+struct verity_descriptor {
+    uint8_t version;        /* VERITY_DESC_VERSION */
+    uint8_t hash_algorithm; /* VERITY_HASH_* */
+    uint8_t log_blocksize;  /* of data and tree blocks */
+    uint8_t salt_size;
+    uint32_t sig_size; /* built-in signature after the descriptor; 0 when hashed */
+    uint64_t data_size;
+    uint8_t root_hash[VERITY_MAX_DIGEST];
+    uint8_t salt[VERITY_MAX_SALT];
+    uint8_t reserved[144]; /* zeros */
+} __attribute__((packed));
+static_assert(sizeof(struct verity_descriptor) == 256, "verity descriptor size");
+
 /* f2fs's compact POSIX ACL encoding (acl.h) */
 #define F2FS_ACL_VERSION 0x0001u
 struct f2fs_acl_entry {

@@ -20,6 +20,7 @@
 #include "core/node.h"
 #include "core/quota.h"
 #include "core/space.h"
+#include "core/verity.h"
 
 static void now_into(uint64_t *sec, uint32_t *nsec)
 {
@@ -62,6 +63,7 @@ struct inode_ref {
     struct inode_ref *next;
     uint32_t ino;
     uint32_t opens;
+    uint32_t writers; /* opens with write access (fs-verity's enable wants none) */
     uint64_t lookups;
     bool unlinked;
     /* Blocks counted as free already (space_freeing_add): unlinked and not open, the inode
@@ -156,6 +158,24 @@ int inode_release(struct f2fuse *fs, uint32_t ino)
     return ref_change(fs, ino, -1, 0);
 }
 
+void inode_writer_change(struct f2fuse *fs, uint32_t ino, int delta)
+{
+    pthread_mutex_lock(&fs->ref_lock);
+    struct inode_ref *r = ref_find(fs, ino, false);
+    if (r)
+        r->writers = delta < 0 && r->writers == 0 ? 0 : (uint32_t)((int)r->writers + delta);
+    pthread_mutex_unlock(&fs->ref_lock);
+}
+
+bool inode_writers(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_mutex_lock(&fs->ref_lock);
+    struct inode_ref *r = ref_find(fs, ino, false);
+    bool writers = r && r->writers;
+    pthread_mutex_unlock(&fs->ref_lock);
+    return writers;
+}
+
 int inode_forget(struct f2fuse *fs, uint32_t ino, uint64_t n)
 {
     return ref_change(fs, ino, 0, -(int64_t)n);
@@ -245,6 +265,7 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
     pcache_put(fs->cache, ipage);
     if (!err)
         err = node_free(fs, ino, ino);
+    verity_forget(fs, ino); /* verity.c: the number may come back as another file */
     return err;
 }
 

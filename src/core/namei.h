@@ -14,6 +14,9 @@ struct f2fuse;
 void inode_touch(struct page *ipage, bool mtime, bool ctime);
 int inode_open(struct f2fuse *fs, uint32_t ino);
 int inode_release(struct f2fuse *fs, uint32_t ino);
+/* Opens with write access among an inode's opens (after inode_open, before its release). */
+void inode_writer_change(struct f2fuse *fs, uint32_t ino, int delta);
+bool inode_writers(struct f2fuse *fs, uint32_t ino);
 int inode_free(struct f2fuse *fs, uint32_t ino);
 int inode_forget(struct f2fuse *fs, uint32_t ino, uint64_t n);
 int inode_lookup_ref(struct f2fuse *fs, uint32_t ino); /* with opts.track_lookups */

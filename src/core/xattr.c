@@ -229,17 +229,9 @@ static void name_split(const char *name, struct get_ctx *c)
     }
 }
 
-ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                  const char *name, void *value, size_t size)
+static ssize_t get_entry(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                         struct get_ctx c, void *value, size_t size)
 {
-    struct get_ctx c = {0};
-    name_split(name, &c);
-    if (!c.name)
-        return -ENODATA;
-    c.name_len = strlen(c.name);
-    if (c.name_len > F2FS_NAME_LEN)
-        return -ERANGE;
-
     uint8_t *buf;
     size_t len;
     int err = xattr_load(fs, ii, ipage, &buf, &len);
@@ -267,6 +259,26 @@ ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *i
     }
     free(buf);
     return ret;
+}
+
+ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                  const char *name, void *value, size_t size)
+{
+    struct get_ctx c = {0};
+    name_split(name, &c);
+    if (!c.name)
+        return -ENODATA;
+    c.name_len = strlen(c.name);
+    if (c.name_len > F2FS_NAME_LEN)
+        return -ERANGE;
+    return get_entry(fs, ii, ipage, c, value, size);
+}
+
+ssize_t xattr_get_internal(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                           uint8_t index, const char *name, void *value, size_t size)
+{
+    struct get_ctx c = {.index = index, .name = name, .name_len = strlen(name)};
+    return get_entry(fs, ii, ipage, c, value, size);
 }
 
 /* ---- write side ---- */
@@ -498,6 +510,9 @@ static int list_store(struct f2fuse *fs, struct inode_info *ii, struct page *ipa
     return err;
 }
 
+static int set_entry(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, struct get_ctx c,
+                     const void *value, size_t size, int flags);
+
 int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
               const void *value, size_t size, int flags)
 {
@@ -518,6 +533,20 @@ int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, cons
             return err == -ENODATA ? 0 : err;
         }
     }
+    return set_entry(fs, ii, ipage, c, value, size, flags);
+}
+
+int xattr_set_internal(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint8_t index,
+                       const char *name, const void *value, size_t size, int flags)
+{
+    struct get_ctx c = {.index = index, .name = name, .name_len = strlen(name)};
+    return set_entry(fs, ii, ipage, c, value, size, flags);
+}
+
+/* xattr_set once the name is split: the list rebuilt with c's entry replaced. */
+static int set_entry(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, struct get_ctx c,
+                     const void *value, size_t size, int flags)
+{
     uint8_t *stored;
     size_t stored_len;
     int err = value_to_store(fs, &c, &value, size, &stored, &stored_len);

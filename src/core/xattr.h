@@ -20,6 +20,12 @@ ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *
 /* Sets (value != NULL) or removes an attribute; flags as setxattr(2). */
 int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
               const void *value, size_t size, int flags);
+/* The same for an attribute by its on-disk index and name, hidden ones too (fs-verity's
+ * descriptor location, index 11 "v"). */
+ssize_t xattr_get_internal(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                           uint8_t index, const char *name, void *value, size_t size);
+int xattr_set_internal(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint8_t index,
+                       const char *name, const void *value, size_t size, int flags);
 /* Removes security.capability (a write, truncate or chown does, as the VFS's killpriv):
  * 1 when there was one, 0 when not, or -errno.  Cheap when the inode has no xattrs. */
 int xattr_drop_capability(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);

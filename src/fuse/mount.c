@@ -17,6 +17,7 @@
 #include <time.h>
 #include <fcntl.h>
 #include <linux/fs.h> /* FITRIM, struct fstrim_range */
+#include <linux/fsverity.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "f2fuse.h"
 #include "fuse/ctl.h"
 #include "fuse/fileattr_ioctl.h"
+#include "fuse/verity_ioctl.h"
 #include "fuse/fuse_ring.h"
 #include "fuse/killpriv.h"
 #include "fuse/mount.h"
@@ -316,19 +318,26 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 }
 
 /* Open files are counted in the library so that an unlinked file lives on until its last
- * close; fi->fh = 1 marks an open that was counted. */
+ * close (and a writable one as a writer: fs-verity's enable wants none).  fi->fh marks an
+ * open that was counted and keeps its access mode, which release and ioctl need. */
+#define FH_COUNTED       1u
+#define FH_ACCMODE_SHIFT 1
+#define fh_accmode(fh)   ((int)((fh) >> FH_ACCMODE_SHIFT) & O_ACCMODE)
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
     int err = 0;
-    if (d->read_only && (fi->flags & O_ACCMODE) != O_RDONLY)
+    if (d->read_only && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
         err = -EROFS;
-    if (!err && !d->read_only) {
-        err = f2fuse_open_inode(d->fs, to_f2fs(d, ino));
-        fi->fh = !err;
+    if (!err) {
+        /* The library refuses what the kernel's open does (a verity file for writing). */
+        err = f2fuse_open_file(d->fs, to_f2fs(d, ino), fi->flags);
+        fi->fh = err ? 0 : FH_COUNTED | (uint64_t)(fi->flags & O_ACCMODE) << FH_ACCMODE_SHIFT;
     }
-    if (!err && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
-        /* libfuse asks for atomic O_TRUNC: the kernel sends no separate truncate. */
+    if (!err && (fi->flags & O_TRUNC)) {
+        /* libfuse asks for atomic O_TRUNC: the kernel sends no separate truncate, for an
+         * O_RDONLY open either (the VFS truncates those too). */
         struct f2fuse_setattr sa = {.valid = F2FUSE_SET_SIZE | F2FUSE_SET_MTIME, .size = 0};
         if (killpriv_request_kills_suidgid())
             sa.valid |= F2FUSE_SET_KILL_SUIDGID;
@@ -337,7 +346,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (!err && (sa.valid & F2FUSE_SET_KILL_SUIDGID)) /* the mode may have changed */
             fuse_lowlevel_notify_inval_inode(d->se, ino, -1, 0);
         if (err && fi->fh)
-            f2fuse_release(d->fs, to_f2fs(d, ino));
+            f2fuse_release_file(d->fs, to_f2fs(d, ino), fh_accmode(fi->fh));
     }
     count(d, OP_OPEN, err);
     if (err) {
@@ -347,14 +356,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     /* Nothing changes the image behind the kernel's back, so its page cache stays valid
      * across opens. */
     fi->keep_cache = d->perf.keep_cache;
-    if (fuse_reply_open(req, fi) == -ENOENT && fi->fh)
-        f2fuse_release(d->fs, to_f2fs(d, ino)); /* the opener was interrupted */
+    if (fuse_reply_open(req, fi) == -ENOENT && fi->fh) /* the opener was interrupted */
+        f2fuse_release_file(d->fs, to_f2fs(d, ino), fh_accmode(fi->fh));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct daemon *d = daemon_of(req);
-    int err = fi->fh ? f2fuse_release(d->fs, to_f2fs(d, ino)) : 0;
+    int err = fi->fh ? f2fuse_release_file(d->fs, to_f2fs(d, ino), fh_accmode(fi->fh)) : 0;
     count(d, OP_RELEASE, err);
     reply_err(req, err);
 }
@@ -604,8 +613,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                            S_IFREG | (mode & 07777) | F2FUSE_UMASK(ctx->umask), 0, ctx->uid,
                            ctx->gid, &a);
     if (!err) {
-        err = f2fuse_open_inode(d->fs, a.ino);
-        fi->fh = !err;
+        err = f2fuse_open_file(d->fs, a.ino, fi->flags & O_ACCMODE);
+        fi->fh = err ? 0 : FH_COUNTED | (uint64_t)(fi->flags & O_ACCMODE) << FH_ACCMODE_SHIFT;
     }
     count(d, OP_CREATE, err);
     if (err) {
@@ -616,7 +625,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     entry_fill(d, &a, &e);
     fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_create(req, &e, fi) != 0) {
-        f2fuse_release(d->fs, a.ino);
+        f2fuse_release_file(d->fs, a.ino, fh_accmode(fi->fh));
         f2fuse_forget(d->fs, a.ino, 1);
     }
 }
@@ -817,12 +826,59 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
  * struct fstrim_range in and out itself; the reply's len is the bytes trimmed.  The kernel
  * asks CAP_SYS_ADMIN of FITRIM; a FUSE ioctl arrives without that check, so only root and
  * the daemon's own user may trim.  Other commands are not handled here: ENOTTY. */
+/* inode_permission(MAY_WRITE) as the kernel's default_permissions would decide it on the
+ * attributes it is shown (POSIX ACL entries are not consulted). */
+static bool caller_may_write(fuse_req_t req, struct daemon *d, fuse_ino_t ino)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct f2fuse_attr a;
+    if (f2fuse_getattr(d->fs, to_f2fs(d, ino), &a))
+        return false;
+    struct stat st;
+    attr_to_stat(d, &a, &st);
+    if (ctx->uid == 0)
+        return true;
+    if (ctx->uid == st.st_uid)
+        return st.st_mode & S_IWUSR;
+    bool in_group = ctx->gid == st.st_gid;
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64 && !in_group; i++)
+        in_group = groups[i] == st.st_gid;
+    return st.st_mode & (in_group ? S_IWGRP : S_IWOTH);
+}
+
+/* FS_IOC_MEASURE_VERITY and FS_IOC_ENABLE_VERITY: fuse/verity_ioctl.c. */
+static void verity_ioctl_op(fuse_req_t req, struct daemon *d, fuse_ino_t ino, unsigned int cmd,
+                            struct fuse_file_info *fi, const void *in_buf, size_t in_bufsz,
+                            size_t out_bufsz)
+{
+    struct verity_caller who = {.fd_readable = fi && fh_accmode(fi->fh) != O_WRONLY,
+                                .may_write = cmd == (unsigned int)FS_IOC_ENABLE_VERITY &&
+                                             caller_may_write(req, d, ino)};
+    unsigned char out[sizeof(struct fsverity_digest) + 64];
+    size_t reply_len;
+    int err = verity_ioctl(d->fs, to_f2fs(d, ino), cmd, &who, in_buf, in_bufsz, out,
+                           out_bufsz < sizeof(out) ? out_bufsz : sizeof(out), &reply_len);
+    count(d, OP_IOCTL, err);
+    if (err)
+        reply_err(req, err);
+    else
+        fuse_reply_ioctl(req, 0, reply_len ? out : NULL, reply_len);
+    if (!err && cmd == (unsigned int)FS_IOC_ENABLE_VERITY) /* as the kernel: nothing cached */
+        fuse_lowlevel_notify_inval_inode(d->se, ino, 0, 0);
+}
+
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
                      struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
                      size_t out_bufsz)
 {
     struct daemon *d = daemon_of(req);
     const struct fuse_ctx *ctx = as_caller(req);
+    if (verity_ioctl_cmd(cmd)) {
+        verity_ioctl_op(req, d, ino, cmd, fi, in_buf, in_bufsz, out_bufsz);
+        return;
+    }
     if (cmd != FITRIM) {
         unsigned char out[64];
         size_t reply_len;
