@@ -21,7 +21,7 @@
 
 bool compress_file(const struct inode_info *ii)
 {
-    return S_ISREG(ii->mode) && (ii->flags & F2FS_COMPR_FL);
+    return ii->log_cluster_size != 0;
 }
 
 const char *compress_algorithm_name(enum compress_algorithm a)
@@ -33,24 +33,17 @@ const char *compress_algorithm_name(enum compress_algorithm a)
 int compress_info_get(const struct f2fs_inode *ri, const struct inode_info *ii,
                       struct compress_info *ci, const char **why)
 {
-    /* The fields live in the extra attribute area, which must reach them. */
+    /* inode_decode checked the algorithm and the cluster size of a compressed file. */
+    if (!compress_file(ii) || ri->i_compress_algorithm >= COMPRESS_ALGORITHMS) {
+        *why = "no compression fields";
+        return -EIO;
+    }
+    /* i_compress_flag follows the cluster size; an inode may end before it (flag 0). */
     size_t end = offsetof(struct f2fs_inode, i_compress_flag) + sizeof(ri->i_compress_flag) -
                  offsetof(struct f2fs_inode, i_addr);
-    if (!(ii->inline_flags & F2FS_EXTRA_ATTR) || ii->extra_isize < end) {
-        *why = "it has no room for the compression fields (i_extra_isize)";
-        return -EIO;
-    }
-    if (ri->i_compress_algorithm >= COMPRESS_ALGORITHMS) {
-        *why = "an unknown compression algorithm";
-        return -EIO;
-    }
-    if (ri->i_log_cluster_size < COMPRESS_LOG_MIN || ri->i_log_cluster_size > COMPRESS_LOG_MAX) {
-        *why = "a cluster size out of range (i_log_cluster_size)";
-        return -EIO;
-    }
-    uint16_t flag = le16(ri->i_compress_flag);
+    uint16_t flag = ii->extra_isize >= end ? le16(ri->i_compress_flag) : 0;
     *ci = (struct compress_info){.algorithm = ri->i_compress_algorithm,
-                                 .log_cluster_size = ri->i_log_cluster_size,
+                                 .log_cluster_size = ii->log_cluster_size,
                                  .chksum = flag & COMPRESS_CHKSUM_BIT,
                                  .level = (uint8_t)(flag >> COMPRESS_LEVEL_SHIFT),
                                  .released = ii->inline_flags & F2FS_COMPRESS_RELEASED};

@@ -33,10 +33,9 @@ struct compress_info {
     bool released;             /* F2FS_COMPRESS_RELEASED: the spare blocks were given back */
 };
 
-/* Whether the inode is a compressed file (F2FS_COMPR_FL on a regular file). */
+/* Whether the inode is a compressed file as the kernel takes one (inode_decode decides). */
 bool compress_file(const struct inode_info *ii);
-/* The compression parameters of a compressed file; -EIO with *why when the inode's fields
- * are out of the kernel's range (f2fs_sanity_check_inode). */
+/* The compression parameters of a compressed file (inode_decode checked their range). */
 int compress_info_get(const struct f2fs_inode *ri, const struct inode_info *ii,
                       struct compress_info *ci, const char **why);
 const char *compress_algorithm_name(enum compress_algorithm a);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/data.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/extent.h"
 #include "core/fsync.h"
@@ -26,14 +27,14 @@ struct node_path {
     uint32_t offsets[4];
 };
 
-static int path_of(uint32_t addrs_per_inode, uint64_t index, struct node_path *p)
+static int path_of(const struct inode_info *ii, uint64_t index, struct node_path *p)
 {
-    const uint64_t d = ADDRS_PER_BLOCK, n = NIDS_PER_BLOCK;
-    if (index < addrs_per_inode) {
+    const uint64_t d = ii->addrs_per_block, n = NIDS_PER_BLOCK;
+    if (index < ii->addrs_per_inode) {
         *p = (struct node_path){0, {(uint32_t)index}};
         return 0;
     }
-    index -= addrs_per_inode;
+    index -= ii->addrs_per_inode;
     for (uint32_t slot = 0; slot < 2; slot++) {
         if (index < d) {
             *p = (struct node_path){1, {slot, (uint32_t)index}};
@@ -56,18 +57,23 @@ static int path_of(uint32_t addrs_per_inode, uint64_t index, struct node_path *p
     return -EFBIG;
 }
 
-/* Checks a data pointer read from disk; holes and reserved blocks read as NULL_ADDR. */
-/* keep_new: a reserved block stays NEW_ADDR (for counting); else it reads as a hole. */
+/* Checks a data pointer read from disk; holes and reserved blocks read as NULL_ADDR.
+ * keep_new: a reserved block stays NEW_ADDR and a compressed cluster's COMPRESS_ADDR stays
+ * (for counting, and for the compressed read path, which reads clusters whole); else both
+ * read as a hole and the marker, where a block is read one by one, is damage. */
 static int check_addr(struct f2fuse *fs, uint32_t ino, uint64_t index, uint32_t *addr,
                       bool keep_new)
 {
-    if (*addr == NULL_ADDR || *addr == NEW_ADDR) {
+    if (*addr == NULL_ADDR || *addr == NEW_ADDR || (*addr == COMPRESS_ADDR && keep_new)) {
         if (!keep_new)
             *addr = NULL_ADDR;
         return 0;
     }
     if (*addr == COMPRESS_ADDR)
-        return -EOPNOTSUPP;
+        return fs_corrupt(fs,
+                          "inode %u: block %llu is a compressed cluster's marker where "
+                          "plain data was expected",
+                          ino, (unsigned long long)index);
     if (!blkaddr_in_main(fs, *addr))
         return fs_corrupt(fs, "inode %u: block %llu points to 0x%x outside the main area", ino,
                           (unsigned long long)index, *addr);
@@ -90,7 +96,7 @@ static int map_blocks(struct f2fuse *fs, const struct inode_info *ii, const stru
             continue;
         }
         struct node_path p;
-        err = path_of(ii->addrs_per_inode, index + i, &p);
+        err = path_of(ii, index + i, &p);
         if (err)
             break;
         if (p.depth == 0) {
@@ -139,6 +145,12 @@ int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_i
     return map_blocks(fs, ii, ri, index, count, addrs, false);
 }
 
+int data_map_slots(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
+                   uint64_t index, uint32_t count, uint32_t *addrs)
+{
+    return map_blocks(fs, ii, ri, index, count, addrs, true);
+}
+
 int data_count_holes(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
                      uint64_t index, uint64_t count, uint64_t *holes)
 {
@@ -159,9 +171,9 @@ int data_count_holes(struct f2fuse *fs, const struct inode_info *ii, const struc
  * whose node is absent, so that scanning a sparse (or hostile) huge directory stays cheap. */
 uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uint64_t index)
 {
-    const uint64_t d = ADDRS_PER_BLOCK, n = NIDS_PER_BLOCK;
+    const uint64_t d = ii->addrs_per_block, n = NIDS_PER_BLOCK;
     struct node_path p;
-    if (path_of(ii->addrs_per_inode, index, &p) || p.depth == 0)
+    if (path_of(ii, index, &p) || p.depth == 0)
         return index + 1;
     /* range[k]: file blocks under one pointer at level k (level 0 = the inode's slot). */
     uint64_t range[3], pos = 0;
@@ -271,6 +283,80 @@ static int read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct pa
     return 0;
 }
 
+/* The blocks of a compressed cluster whose first slot is COMPRESS_ADDR: the valid addresses
+ * that follow it, none after a hole or reservation, no second marker (the kernel's
+ * f2fs_sanity_check_cluster).  Returns how many, or -EIO. */
+static int cluster_blocks(struct f2fuse *fs, const struct inode_info *ii, uint64_t first,
+                          const uint32_t *slots, uint32_t csize)
+{
+    uint32_t n = 0;
+    bool ended = false;
+    for (uint32_t i = 1; i < csize; i++) {
+        if (slots[i] == COMPRESS_ADDR || (ended && slots[i] != NULL_ADDR && slots[i] != NEW_ADDR))
+            return fs_corrupt(fs, "inode %u: compressed cluster at block %llu is malformed",
+                              ii->ino, (unsigned long long)first);
+        if (slots[i] == NULL_ADDR || slots[i] == NEW_ADDR)
+            ended = true;
+        else
+            n++;
+    }
+    return (int)n;
+}
+
+/* Reads [off, off + size) of a compressed file, cluster by cluster: a plain cluster's blocks
+ * as they are, a compressed one's blocks decompressed (compress.c). */
+static int compress_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                         void *buf, size_t size, uint64_t off)
+{
+    struct compress_info ci;
+    const char *why;
+    if (compress_info_get(&page_node(ipage)->i, ii, &ci, &why))
+        return fs_corrupt(fs, "inode %u: compressed file with %s", ii->ino, why);
+    uint32_t csize = 1u << ci.log_cluster_size;
+    size_t rlen = (size_t)csize * F2FS_BLKSIZE;
+    uint32_t slots[1u << COMPRESS_LOG_MAX];
+    uint8_t *cbuf = NULL, *rbuf = NULL;
+    int err = 0;
+    for (uint64_t done = 0; done < size && !err;) {
+        uint64_t pos = off + done, first = pos / rlen * csize;
+        size_t in_cluster = (size_t)(pos - first * F2FS_BLKSIZE);
+        size_t n = rlen - in_cluster < size - done ? rlen - in_cluster : (size_t)(size - done);
+        err = data_map_slots(fs, ii, &page_node(ipage)->i, first, csize, slots);
+        if (!err && slots[0] != COMPRESS_ADDR) {
+            err = read_blocks(fs, ii, ipage, (uint8_t *)buf + done, n, pos);
+        } else if (!err) {
+            int nr = cluster_blocks(fs, ii, first, slots, csize);
+            if (nr < 0) {
+                err = nr;
+                break;
+            }
+            if (!cbuf) {
+                cbuf = fs_malloc(fs, rlen);
+                rbuf = fs_malloc(fs, rlen);
+                if (!cbuf || !rbuf) {
+                    err = -ENOMEM;
+                    break;
+                }
+            }
+            /* The compressed blocks are read like file blocks (the page cache first). */
+            err = read_blocks(fs, ii, ipage, cbuf, (size_t)nr * F2FS_BLKSIZE,
+                              (first + 1) * F2FS_BLKSIZE);
+            if (!err)
+                err = compress_decode(&ci, cbuf, (uint32_t)nr, rbuf, &why);
+            if (err == -EIO)
+                err = fs_corrupt(fs, "inode %u: compressed cluster at block %llu (%s): %s", ii->ino,
+                                 (unsigned long long)first, compress_algorithm_name(ci.algorithm),
+                                 why);
+            if (!err)
+                memcpy((uint8_t *)buf + done, rbuf + in_cluster, n);
+        }
+        done += n;
+    }
+    free(cbuf);
+    free(rbuf);
+    return err;
+}
+
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off)
 {
@@ -284,9 +370,8 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
     }
     if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT))
         return -ENOKEY;
-    if (ii->flags & F2FS_COMPR_FL)
-        return -EOPNOTSUPP;
-    int err = read_blocks(fs, ii, ipage, buf, size, off);
+    int err = compress_file(ii) ? compress_read(fs, ii, ipage, buf, size, off)
+                                : read_blocks(fs, ii, ipage, buf, size, off);
     return err ? err : (ssize_t)size;
 }
 
@@ -360,7 +445,7 @@ static int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct pag
                       uint64_t index, enum dnode_alloc alloc, struct dnode *dn)
 {
     struct node_path p;
-    int err = path_of(ii->addrs_per_inode, index, &p);
+    int err = path_of(ii, index, &p);
     if (err)
         return err;
     if (p.depth == 0) {
@@ -678,7 +763,7 @@ static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct 
     struct f2fs_node *node = page_node(page);
     bool changed = false;
     if (depth == 1) {
-        for (uint32_t k = 0; k < ADDRS_PER_BLOCK; k++) {
+        for (uint32_t k = 0; k < ii->addrs_per_block; k++) {
             if (base + k >= first_free && node->addr[k]) {
                 free_addr(fs, ipage, NODE_SLOT(page, k));
                 changed = true;
@@ -729,7 +814,7 @@ static int free_from(struct f2fuse *fs, struct inode_info *ii, struct page *ipag
     uint64_t base = ii->addrs_per_inode;
     static const int slot_depth[DEF_NIDS_PER_INODE] = {1, 1, 2, 2, 3};
     for (int s = 0; s < DEF_NIDS_PER_INODE; s++) {
-        uint64_t span = ADDRS_PER_BLOCK;
+        uint64_t span = ii->addrs_per_block;
         for (int d = 1; d < slot_depth[s]; d++)
             span *= NIDS_PER_BLOCK;
         uint32_t nid = le32(ri->i_nid[s]);
@@ -842,7 +927,7 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
         struct page *dpage = pages[i];
         uint64_t index = dpage->key & 0xffffffffu;
         struct node_path p;
-        err = path_of(ii->addrs_per_inode, index, &p);
+        err = path_of(ii, index, &p);
         if (err)
             break;
         if (have && same_dnode(&cur, &p)) {
@@ -989,7 +1074,7 @@ int data_writeback_metadata(struct f2fuse *fs)
 
 uint64_t data_max_size(const struct inode_info *ii)
 {
-    const uint64_t d = ADDRS_PER_BLOCK, n = NIDS_PER_BLOCK;
+    const uint64_t d = ii->addrs_per_block, n = NIDS_PER_BLOCK;
     /* Block indexes are kept below 2^32 (the data page key holds 32 bits of index). */
     uint64_t blocks = ii->addrs_per_inode + 2 * d + 2 * n * d + n * n * d;
     if (blocks > UINT32_MAX)

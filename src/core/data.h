@@ -19,6 +19,9 @@ struct f2fs_inode;
 int data_map(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
              uint64_t index, uint32_t count, uint32_t *addrs);
 /* The holes among count file blocks from index (reserved NEW_ADDR blocks are none). */
+/* The slots of blocks [index, index + count) as stored: NEW_ADDR and COMPRESS_ADDR kept. */
+int data_map_slots(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
+                   uint64_t index, uint32_t count, uint32_t *addrs);
 int data_count_holes(struct f2fuse *fs, const struct inode_info *ii, const struct f2fs_inode *ri,
                      uint64_t index, uint64_t count, uint64_t *holes);
 /* For a hole at index: the next index that may hold data (skips absent node ranges). */

@@ -9,6 +9,7 @@
 
 #include "core/file.h"
 #include "core/acl.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/inode.h"
@@ -51,7 +52,7 @@ static int contents_writable(struct f2fuse *fs, const struct inode_info *ii)
 {
     if (verity_file(ii))
         return -EPERM;
-    if (!(ii->flags & F2FS_COMPR_FL))
+    if (!compress_file(ii))
         return 0;
     if (!atomic_exchange(&fs->compressed_write_logged, true))
         log_warn("inode %u is compressed: f2fuse does not change compressed files yet "

@@ -99,8 +99,8 @@ static int move_data_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2f
             goto out;
         uint32_t node_ofs = le32(page_node(np)->footer.flag) >> OFFSET_BIT_SHIFT;
         pcache_put(fs->cache, np);
-        uint64_t first = dnode_first_block(ii.addrs_per_inode, node_ofs);
-        if (first == UINT64_MAX || ofs >= ADDRS_PER_BLOCK)
+        uint64_t first = dnode_first_block(&ii, node_ofs);
+        if (first == UINT64_MAX || ofs >= ii.addrs_per_block)
             goto out;
         index = first + ofs;
     } else if (ofs >= ii.addrs_per_inode) {

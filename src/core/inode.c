@@ -6,6 +6,7 @@
 #include <sys/sysmacros.h>
 
 #include "core/inode.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/node.h"
 #include "util/crc.h"
@@ -13,11 +14,38 @@
 #define EXTRA_OFF(field)       (offsetof(struct f2fs_inode, field) - offsetof(struct f2fs_inode, i_addr))
 #define MIN_INLINE_XATTR_ADDRS (sizeof(struct f2fs_xattr_header) / sizeof(uint32_t))
 
-/* The largest file block index + 1 the node tree can address, for A inode pointers. */
-static uint64_t max_file_blocks(uint32_t addrs_per_inode)
+/* The largest file block index + 1 the node tree of the inode can address. */
+static uint64_t max_file_blocks(const struct inode_info *ii)
 {
-    uint64_t n = NIDS_PER_BLOCK, d = ADDRS_PER_BLOCK;
-    return addrs_per_inode + 2 * d + 2 * n * d + n * n * d;
+    uint64_t n = NIDS_PER_BLOCK, d = ii->addrs_per_block;
+    return ii->addrs_per_inode + 2 * d + 2 * n * d + n * n * d;
+}
+
+/* A compressed file as the kernel takes one (do_read_inode): a regular file with COMPR_FL on
+ * a compression image whose extra attributes reach the cluster size.  Its fields must be in
+ * range (f2fs_sanity_check_inode); its pointer counts hold whole clusters. */
+static int decode_compression(struct f2fuse *fs, const struct f2fs_inode *ri, struct inode_info *ii)
+{
+    ii->addrs_per_block = ADDRS_PER_BLOCK;
+    if (!S_ISREG(ii->mode) || !(ii->flags & F2FS_COMPR_FL) ||
+        !(fs->features & F2FS_FEATURE_COMPRESSION) ||
+        ii->extra_isize < EXTRA_OFF(i_log_cluster_size) + sizeof(ri->i_log_cluster_size))
+        return 0;
+    if (ri->i_compress_algorithm >= COMPRESS_ALGORITHMS)
+        return fs_corrupt(fs, "inode %u: unknown compression algorithm %u", ii->ino,
+                          ri->i_compress_algorithm);
+    if (ri->i_log_cluster_size < COMPRESS_LOG_MIN || ri->i_log_cluster_size > COMPRESS_LOG_MAX)
+        return fs_corrupt(fs, "inode %u: cluster size 2^%u blocks out of range", ii->ino,
+                          ri->i_log_cluster_size);
+    if (le64(ri->i_compr_blocks) > le64(ri->i_blocks))
+        return fs_corrupt(fs, "inode %u: %llu compressed blocks, more than its %llu blocks",
+                          ii->ino, (unsigned long long)le64(ri->i_compr_blocks),
+                          (unsigned long long)le64(ri->i_blocks));
+    ii->log_cluster_size = ri->i_log_cluster_size;
+    uint32_t cluster = 1u << ii->log_cluster_size;
+    ii->addrs_per_inode -= ii->addrs_per_inode % cluster;
+    ii->addrs_per_block -= ii->addrs_per_block % cluster;
+    return 0;
 }
 
 uint32_t inline_data_offset(const struct inode_info *ii)
@@ -147,6 +175,9 @@ int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struc
         return fs_corrupt(fs, "inode %u: inline xattr size %u leaves no data pointers", ino,
                           ii->xattr_addrs);
     ii->addrs_per_inode = DEF_ADDRS_PER_INODE - ii->extra_isize / 4 - ii->xattr_addrs;
+    int err = decode_compression(fs, ri, ii);
+    if (err)
+        return err;
 
     /* A page dirtied since its last write carries a stale checksum until written. */
     if (has_checksum(fs, &node->i) && !page->dirty && !checksum_ok(fs, page))
@@ -160,7 +191,7 @@ int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struc
     if ((ii->inline_flags & F2FS_INLINE_DATA) && ii->size > inline_data_size(ii))
         return fs_corrupt(fs, "inode %u: inline file of %llu bytes, the inline area holds %u", ino,
                           (unsigned long long)ii->size, inline_data_size(ii));
-    if (ii->size > max_file_blocks(ii->addrs_per_inode) * F2FS_BLKSIZE)
+    if (ii->size > max_file_blocks(ii) * F2FS_BLKSIZE)
         return fs_corrupt(fs, "inode %u: size %llu is beyond the largest possible file", ino,
                           (unsigned long long)ii->size);
     if (S_ISLNK(ii->mode) && ii->size > F2FS_MAX_SYMLINK)

@@ -22,6 +22,10 @@ struct inode_info {
     uint32_t extra_isize;     /* bytes */
     uint32_t xattr_addrs;     /* inline xattr size in 4-byte words */
     uint32_t addrs_per_inode; /* data pointers in the inode */
+    uint32_t addrs_per_block; /* data pointers in a direct node (ADDRS_PER_BLOCK) */
+    /* A compressed file's i_log_cluster_size, 0 for any other inode.  Its pointer counts
+     * are whole clusters (the kernel's addrs_per_inode/addrs_per_block align them down). */
+    uint8_t log_cluster_size;
     uint32_t xattr_nid;
     uint32_t current_depth;
     uint32_t dir_level;

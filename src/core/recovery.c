@@ -95,9 +95,9 @@ static int chain_read(struct f2fuse *fs, struct f2fs_node *buf, struct chain *c)
 
 /* First file block a direct node at footer offset ofs maps, or UINT64_MAX for nodes that
  * map none (indirect nodes, xattr nodes). */
-uint64_t dnode_first_block(uint32_t addrs_per_inode, uint32_t ofs)
+uint64_t dnode_first_block(const struct inode_info *ii, uint32_t ofs)
 {
-    const uint64_t d = ADDRS_PER_BLOCK, n = NIDS_PER_BLOCK, a = addrs_per_inode;
+    const uint64_t d = ii->addrs_per_block, n = NIDS_PER_BLOCK, a = ii->addrs_per_inode;
     if (ofs == 1 || ofs == 2)
         return a + (ofs - 1) * d;
     if (ofs == 3 || ofs == 4 + n || ofs == 5 + 2 * n || ofs == XATTR_NODE_OFFSET || ofs == 0)
@@ -208,8 +208,8 @@ static int replay_dnode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
     int err = inode_get(fs, ino, &ipage, &ii);
     if (err)
         return err;
-    uint64_t first = dnode_first_block(ii.addrs_per_inode, ofs);
-    for (uint32_t k = 0; first != UINT64_MAX && k < ADDRS_PER_BLOCK && !err; k++) {
+    uint64_t first = dnode_first_block(&ii, ofs);
+    for (uint32_t k = 0; first != UINT64_MAX && k < ii.addrs_per_block && !err; k++) {
         uint32_t addr = le32(node->addr[k]);
         if (addr || (first + k) * F2FS_BLKSIZE < ii.size)
             err = replay_pointer(fs, &ii, ipage, first + k, addr);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/verity.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/fsync.h"
@@ -700,6 +701,8 @@ static int enable_locked(struct f2fuse *fs, struct inode_info *ii, struct page *
         return -EEXIST;
     if (ii->flags & F2FS_APPEND_FL)
         return -EPERM;
+    if (compress_file(ii)) /* its tree would be written through clusters f2fuse cannot write */
+        return -EOPNOTSUPP;
     if (inode_writers(fs, ii->ino))
         return -ETXTBSY; /* deny_write_access: no writable open may exist */
     unsigned log_bs = 0;

@@ -834,6 +834,8 @@ FEAT_EXTRA_ATTR = 0x8
 FEAT_INODE_CHKSUM = 0x20
 FEAT_FLEX_INLINE_XATTR = 0x40
 FEAT_SB_CHKSUM = 0x800
+FEAT_COMPRESSION = 0x2000
+COMPR_FL = 0x4
 
 INLINE_XATTR, INLINE_DATA, INLINE_DENTRY, DATA_EXIST, EXTRA_ATTR = 0x1, 0x2, 0x4, 0x8, 0x20
 CP_UMOUNT, CP_COMPACT_SUM, CP_LARGE_NAT_BITMAP = 0x1, 0x4, 0x400
@@ -1046,6 +1048,14 @@ class F2fsImage:
             xa = 0
         i["xattr_addrs"] = xa
         i["addrs"] = DEF_ADDRS_PER_INODE - extra // 4 - xa
+        i["per_block"] = ADDRS_PER_BLOCK
+        # A compressed file's inode and direct nodes hold whole clusters (the kernel's and
+        # f2fs-tools' addrs_per_inode / addrs_per_block).
+        if ((i["mode"] & 0o170000) == 0o100000 and i["flags"] & COMPR_FL and
+                self.feature & FEAT_COMPRESSION and extra >= 34 and 2 <= b[393] <= 8):
+            cluster = 1 << b[393]
+            i["addrs"] -= i["addrs"] % cluster
+            i["per_block"] -= ADDRS_PER_BLOCK % cluster
         i["max_inline"] = 4 * (DEF_ADDRS_PER_INODE - extra // 4 - xa - 1)
         i["inline_off"] = 360 + extra + 4
         return i
@@ -1065,6 +1075,7 @@ class F2fsImage:
     def bmap(self, inode, idx):
         """Block address of file block idx (0 = hole)."""
         A = inode["addrs"]
+        D = inode.get("per_block", ADDRS_PER_BLOCK)
         base = 360 + inode["extra_isize"]
         raw = inode["raw"]
         if idx < A:
@@ -1082,17 +1093,17 @@ class F2fsImage:
                 return 0
             return self.u32(self.node(nid), 4 * i)
         for k in (0, 1):
-            if idx < ADDRS_PER_BLOCK:
+            if idx < D:
                 return dnode_addr(nids[k], idx)
-            idx -= ADDRS_PER_BLOCK
+            idx -= D
         for k in (2, 3):
-            if idx < ADDRS_PER_BLOCK * NIDS_PER_BLOCK:
-                return dnode_addr(ind_nid(nids[k], idx // ADDRS_PER_BLOCK), idx % ADDRS_PER_BLOCK)
-            idx -= ADDRS_PER_BLOCK * NIDS_PER_BLOCK
-        per = ADDRS_PER_BLOCK * NIDS_PER_BLOCK
+            if idx < D * NIDS_PER_BLOCK:
+                return dnode_addr(ind_nid(nids[k], idx // D), idx % D)
+            idx -= D * NIDS_PER_BLOCK
+        per = D * NIDS_PER_BLOCK
         if idx < per * NIDS_PER_BLOCK:
             mid = ind_nid(nids[4], idx // per)
-            return dnode_addr(ind_nid(mid, (idx % per) // ADDRS_PER_BLOCK), idx % ADDRS_PER_BLOCK)
+            return dnode_addr(ind_nid(mid, (idx % per) // D), idx % D)
         raise Corrupt("file block %d beyond the maximum" % idx)
 
     def read_data(self, inode, limit=None):
