@@ -47,6 +47,14 @@ const char *compress_algorithm_name(enum compress_algorithm a);
 int compress_decode(const struct compress_info *ci, const uint8_t *cbuf, uint32_t nr_cpages,
                     uint8_t *out, const char **why);
 
+/* Compresses one cluster as f2fs stores it (f2fs_compress_pages): rbuf (4096 <<
+ * log_cluster_size bytes) with the inode's algorithm and level (LZ4 level > 0: LZ4HC; zstd
+ * level 0: 1) into cbuf, which has room for cluster - 1 blocks: the header (clen, the
+ * checksum when the inode asks for it, zeros), the data, zeros to the end of its last
+ * block.  Returns the blocks it takes, 0 when it would not save a block (the cluster is
+ * then stored plain, as the kernel does), -ENOMEM, or -EIO when a codec fails. */
+int compress_encode(const struct compress_info *ci, const uint8_t *rbuf, uint8_t *cbuf);
+
 /* lzorle.c: the kernel's LZO1X decompressor semantics, bitstream version 1 (LZO-RLE: runs
  * of zeros) included.  Returns the decoded length, or -1 for a stream that is malformed or
  * does not fit out_len. */

@@ -286,6 +286,121 @@ static void lzorle_garbage(void)
     }
 }
 
+/* compress_encode and compress_decode round-trip every algorithm and cluster size; a
+ * cluster that would not save a block is refused (0); the layout is f2fs's. */
+static void encode_roundtrip(void)
+{
+    static uint8_t src[BLK << COMPRESS_LOG_MAX], cbuf[BLK << COMPRESS_LOG_MAX],
+        out[BLK << COMPRESS_LOG_MAX];
+    for (int alg = 0; alg < COMPRESS_ALGORITHMS; alg++) {
+        uint8_t levels[] = {0, alg == COMPRESS_LZ4 ? 9 : alg == COMPRESS_ZSTD ? 6 : 0};
+        for (uint32_t log = COMPRESS_LOG_MIN; log <= COMPRESS_LOG_MAX; log++) {
+            size_t rlen = (size_t)BLK << log;
+            for (int kind = 0; kind < 3; kind++) {
+                for (size_t l = 0; l < sizeof(levels); l++) {
+                    fill(src, rlen, kind);
+                    struct compress_info ci = {.algorithm = alg,
+                                               .log_cluster_size = log,
+                                               .chksum = (rnd() & 1) != 0,
+                                               .level = levels[l]};
+                    memset(cbuf, 0xEE, sizeof(cbuf));
+                    int nr = compress_encode(&ci, src, cbuf);
+                    CHECK(nr >= 0 && nr < (1 << log));
+                    /* text and zero runs always compress; random bytes never */
+                    CHECK(kind == 2 ? nr == 0 : nr > 0);
+                    if (nr <= 0)
+                        continue;
+                    uint32_t clen = le32(*(uint32_t *)cbuf);
+                    CHECK(clen + COMPRESS_HEADER_SIZE <= (uint32_t)nr * BLK);
+                    CHECK(clen + COMPRESS_HEADER_SIZE > (uint32_t)(nr - 1) * BLK);
+                    uint32_t sum = le32(*(uint32_t *)(cbuf + 4));
+                    CHECK_EQ(sum, ci.chksum ? f2fs_crc32(F2FS_SUPER_MAGIC,
+                                                         cbuf + COMPRESS_HEADER_SIZE, clen)
+                                            : 0);
+                    for (size_t k = 8; k < COMPRESS_HEADER_SIZE; k++)
+                        CHECK_EQ(cbuf[k], 0);
+                    /* the last block is zero past the data */
+                    size_t end = (size_t)nr * BLK, tail = COMPRESS_HEADER_SIZE + clen;
+                    while (tail < end && cbuf[tail] == 0)
+                        tail++;
+                    CHECK_EQ(tail, end);
+                    const char *why = NULL;
+                    memset(out, 0x55, rlen);
+                    CHECK_EQ(compress_decode(&ci, cbuf, (uint32_t)nr, out, &why), 0);
+                    CHECK(memcmp(out, src, rlen) == 0);
+                }
+            }
+        }
+    }
+}
+
+/* The LZ4 and LZO streams are the libraries' own: liblz4 and liblzo2 read them too. */
+static void encode_libraries_read_it(void)
+{
+    static uint8_t src[BLK * 16], cbuf[BLK * 16], out[BLK * 16];
+    fill(src, sizeof(src), 0);
+    struct compress_info lz = {.algorithm = COMPRESS_LZ4, .log_cluster_size = 4};
+    int nr = compress_encode(&lz, src, cbuf);
+    CHECK(nr > 0);
+    uint32_t clen = le32(*(uint32_t *)cbuf);
+    CHECK_EQ(LZ4_decompress_safe((const char *)cbuf + COMPRESS_HEADER_SIZE, (char *)out, (int)clen,
+                                 sizeof(out)),
+             sizeof(src));
+    CHECK(memcmp(out, src, sizeof(src)) == 0);
+    struct compress_info lzo = {.algorithm = COMPRESS_LZO, .log_cluster_size = 4};
+    nr = compress_encode(&lzo, src, cbuf);
+    CHECK(nr > 0);
+    clen = le32(*(uint32_t *)cbuf);
+    lzo_uint n = sizeof(out);
+    CHECK_EQ(lzo1x_decompress_safe(cbuf + COMPRESS_HEADER_SIZE, clen, out, &n, NULL), LZO_E_OK);
+    CHECK(n == sizeof(src) && memcmp(out, src, sizeof(src)) == 0);
+    struct compress_info zs = {.algorithm = COMPRESS_ZSTD, .log_cluster_size = 4};
+    nr = compress_encode(&zs, src, cbuf);
+    CHECK(nr > 0);
+    clen = le32(*(uint32_t *)cbuf);
+    CHECK_EQ(ZSTD_decompress(out, sizeof(out), cbuf + COMPRESS_HEADER_SIZE, clen), sizeof(src));
+    /* LZO-RLE: the version 1 header, then a stream liblzo2 reads too */
+    struct compress_info rle = {.algorithm = COMPRESS_LZORLE, .log_cluster_size = 4};
+    nr = compress_encode(&rle, src, cbuf);
+    CHECK(nr > 0);
+    clen = le32(*(uint32_t *)cbuf);
+    CHECK(cbuf[COMPRESS_HEADER_SIZE] == 17 && cbuf[COMPRESS_HEADER_SIZE + 1] == 1);
+    n = sizeof(out);
+    CHECK_EQ(lzo1x_decompress_safe(cbuf + COMPRESS_HEADER_SIZE + 2, clen - 2, out, &n, NULL),
+             LZO_E_OK);
+    CHECK(n == sizeof(src) && memcmp(out, src, sizeof(src)) == 0);
+}
+
+/* Input whose best matches lie near the farthest M4 distance (49151 bytes back), short
+ * ones: in a version 1 stream a copy from exactly that far reads as a zero run.  (liblzo2
+ * compresses in pieces of 49152 bytes, so its copies stop short of it; the encoder checks
+ * its streams of larger clusters anyway.)  Every stream handed out decodes right. */
+static void lzorle_far_copies(void)
+{
+    static uint8_t src[BLK << 8], cbuf[BLK << 8], out[BLK << 8];
+    const size_t n = sizeof(src);
+    for (int round = 0; round < 12; round++) {
+        size_t far = 49151 - (size_t)(rnd() % 64), len = 3 + (size_t)round % 7;
+        memset(src, 0, n);
+        for (size_t at = rnd() % 512; at + len + 2 < far; at += 1024) {
+            for (size_t k = 0; k < len + 2; k++)
+                src[at + k] = (uint8_t)(rnd() | 1);
+            memcpy(src + at + far, src + at, len);
+            src[at + far + len] = (uint8_t)(src[at + len] ^ 0x80);
+        }
+        for (uint32_t log = 4; log <= COMPRESS_LOG_MAX; log += 2) {
+            struct compress_info ci = {.algorithm = COMPRESS_LZORLE, .log_cluster_size = log};
+            int nr = compress_encode(&ci, src, cbuf);
+            CHECK(nr > 0);
+            if (nr > 0) {
+                const char *why;
+                CHECK_EQ(compress_decode(&ci, cbuf, (uint32_t)nr, out, &why), 0);
+                CHECK(memcmp(out, src, (size_t)BLK << log) == 0);
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const char *seed = getenv("F2FUSE_SEED");
@@ -299,5 +414,8 @@ int main(void)
     RUN(lzorle_reads_plain_lzo);
     RUN(lzorle_zero_runs);
     RUN(lzorle_garbage);
+    RUN(encode_roundtrip);
+    RUN(encode_libraries_read_it);
+    RUN(lzorle_far_copies);
     return CHECK_DONE();
 }
