@@ -80,6 +80,19 @@ struct f2fuse_options {
     /* Quota (images with the quota feature): usage is always kept; which types' limits bind
      * (options usrquota, grpquota, prjquota, quota, noquota; 0 = every type's). */
     unsigned quota_limits;
+    /* Compression (images with the compression feature): what a file made compressed gets
+     * (by chattr +c, a compressed parent directory or compress_extension), as the kernel's
+     * mount options of the same names. */
+    unsigned compress_algorithm; /* 0 lzo, 1 lz4 (default), 2 zstd, 3 lzo-rle */
+    unsigned compress_level;     /* LZ4HC 3..12, zstd 1..22; 0 = the algorithm's default */
+    unsigned compress_log_size;  /* a cluster is 2^this blocks: 2 (default)..8 */
+    bool compress_chksum;        /* clusters carry a CRC of their data, checked on reads */
+    /* New regular files whose name ends in ".EXT" (case-insensitive; "*" = all) are
+     * compressed, unless listed in nocompress: up to 16 of each, 7 characters at most. */
+    char compress_ext[16][8];
+    unsigned compress_ext_count;
+    char nocompress_ext[16][8];
+    unsigned nocompress_ext_count;
 };
 
 #define F2FUSE_DISCARD_BLOCK    0u /* one request per block, one at a time */

@@ -91,6 +91,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     gc_emit_stats(fs, fn, arg);        /* gc.c */
     quota_emit_stats(fs, fn, arg);     /* quota.c */
     verity_emit_stats(fs, fn, arg);    /* verity.c */
+    cluster_emit_stats(fs, fn, arg);   /* cluster.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync.fast));
     fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));

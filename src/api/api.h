@@ -7,6 +7,8 @@
 #include "core/checkpoint.h"
 #include "core/checkpoint_merge.h"
 #include "core/checkpoint_timer.h"
+#include "core/cluster.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dir.h"

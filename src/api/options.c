@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/api.h"
 #include "api/options.h"
@@ -55,6 +56,64 @@ static int set_prjquota(void *target, const char *value)
 static int set_noquota(void *target, const char *value)
 {
     return quota_option(target, value, 0);
+}
+
+/* compress_algorithm=NAME[:LEVEL], as the kernel parses it: a level for lz4 (LZ4HC, 3..12)
+ * and zstd (1..22) only. */
+static int set_compress_algorithm(void *target, const char *value)
+{
+    struct f2fuse_options *o = target;
+    static const char *const names[] = {"lzo", "lz4", "zstd", "lzo-rle"};
+    static const unsigned max_level[] = {0, 12, 22, 0};
+    if (!value)
+        return -EINVAL;
+    const char *colon = strchr(value, ':');
+    size_t len = colon ? (size_t)(colon - value) : strlen(value);
+    for (unsigned a = 0; a < 4; a++) {
+        if (strlen(names[a]) != len || strncmp(value, names[a], len) != 0)
+            continue;
+        unsigned level = 0;
+        if (colon) {
+            char *end;
+            unsigned long l = strtoul(colon + 1, &end, 10);
+            unsigned min = a == 1 ? 3 : 1;
+            if (!max_level[a] || !colon[1] || *end || l < min || l > max_level[a])
+                return -EINVAL;
+            level = (unsigned)l;
+        }
+        o->compress_algorithm = a;
+        o->compress_level = level;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* compress_extension= and nocompress_extension=: each adds one to its list (16 at most, 7
+ * characters each); the kernel refuses one in both lists and "*" for nocompress. */
+static int add_extension(char (*list)[8], unsigned *count, char (*other)[8], unsigned other_count,
+                         const char *value, bool no)
+{
+    if (!value || !value[0] || strlen(value) >= 8 || *count >= 16 || (no && !strcmp(value, "*")))
+        return -EINVAL;
+    for (unsigned i = 0; i < other_count; i++)
+        if (!strcasecmp(other[i], value))
+            return -EINVAL;
+    memcpy(list[(*count)++], value, strlen(value) + 1);
+    return 0;
+}
+
+static int set_compress_extension(void *target, const char *value)
+{
+    struct f2fuse_options *o = target;
+    return add_extension(o->compress_ext, &o->compress_ext_count, o->nocompress_ext,
+                         o->nocompress_ext_count, value, false);
+}
+
+static int set_nocompress_extension(void *target, const char *value)
+{
+    struct f2fuse_options *o = target;
+    return add_extension(o->nocompress_ext, &o->nocompress_ext_count, o->compress_ext,
+                         o->compress_ext_count, value, true);
 }
 
 static const struct optspec library_specs[] = {
@@ -284,6 +343,34 @@ static const struct optspec library_specs[] = {
      .parse = set_noquota,
      .metavar = "noquota",
      .help = "No quota limit binds; usage is still kept in the quota files."},
+    {.name = "compress_algorithm",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_compress_algorithm,
+     .fallback = "lz4",
+     .metavar = "compress_algorithm=lzo|lz4|zstd|lzo-rle[:LEVEL]",
+     .help = "What newly compressed files use (LZ4 with a level 3..12 is LZ4HC; zstd 1..22)."},
+    {.name = "compress_log_size",
+     .kind = OPTSPEC_NUMBER,
+     OPT(compress_log_size),
+     .min = COMPRESS_LOG_MIN,
+     .max = COMPRESS_LOG_MAX,
+     .fallback = "2",
+     .metavar = "N",
+     .help = "Newly compressed files' clusters are 2^N blocks (4 KiB to 1 MiB)."},
+    {.name = "compress_chksum",
+     .kind = OPTSPEC_FLAG,
+     OPT(compress_chksum),
+     .help = "Newly compressed files' clusters carry a checksum, checked on every read."},
+    {.name = "compress_extension",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_compress_extension,
+     .metavar = "compress_extension=EXT",
+     .help = "New files named *.EXT are compressed (\"*\": all); repeat for more (16)."},
+    {.name = "nocompress_extension",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = set_nocompress_extension,
+     .metavar = "nocompress_extension=EXT",
+     .help = "New files named *.EXT are not compressed, even in a compressed directory."},
     {.name = "ssr",
      .negated = "nossr",
      .kind = OPTSPEC_FLAG,

@@ -407,6 +407,17 @@ struct page *pcache_find(struct pcache *c, enum page_space space, uint64_t key)
     return grab_existing(c, p) ? NULL : p;
 }
 
+struct page *pcache_find_dirty(struct pcache *c, enum page_space space, uint64_t key)
+{
+    pthread_mutex_lock(&c->lock);
+    struct page *p = hash_find(c, space, key);
+    if (!p || !p->dirty) {
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+    }
+    return grab_existing(c, p) ? NULL : p;
+}
+
 /* Drops a reference; returns the page when the caller must free it (after unlocking). */
 static struct page *put_locked(struct pcache *c, struct page *p)
 {

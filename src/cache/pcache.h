@@ -53,6 +53,8 @@ int pcache_get(struct pcache *cache, enum page_space space, uint64_t key, uint64
                struct page **out);
 /* Returns the cached page for (space, key) referenced, or NULL; never reads. */
 struct page *pcache_find(struct pcache *cache, enum page_space space, uint64_t key);
+/* The same for a dirty page only (a clean one, or none: NULL). */
+struct page *pcache_find_dirty(struct pcache *cache, enum page_space space, uint64_t key);
 void pcache_put(struct pcache *cache, struct page *page);
 
 /* Dirty tracking.  The caller holds a reference when marking. */

@@ -13,6 +13,7 @@
 #include "blk/blk.h"
 #include "cache/pcache.h"
 #include "core/checkpoint_merge.h"
+#include "core/cluster.h"
 #include "core/flush_merge.h"
 #include "core/format.h"
 #include "core/fsync.h"
@@ -96,8 +97,7 @@ struct f2fuse {
      * extents found not valid (then not read through; the first one is logged) */
     atomic_uint_fast64_t extent_hits, extent_misses, extent_rejected;
     atomic_bool extent_rejected_logged;
-    /* file.c: a change of a compressed file was refused (logged once) */
-    atomic_bool compressed_write_logged;
+    struct cluster_stats clusters; /* cluster.c: compressed files' clusters */
     /* data.c: blocks of pinned files (PIN_FILE) rewritten at their own address */
     atomic_uint_fast64_t pinned_inplace_writes;
     /* Data blocks that operations have claimed (space_claim) and not yet turned into

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/data.h"
+#include "core/cluster.h"
 #include "core/compress.h"
 #include "core/context.h"
 #include "core/extent.h"
@@ -202,9 +203,8 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
 #define READ_CHUNK_BLOCKS 256      /* map and submit at most 1 MiB at a time */
 #define CACHED_ADDR       NEW_ADDR /* in data_read's map: served from the page cache */
 
-/* Reads [off, off + size) of a file in blocks, wherever its size ends. */
-static int read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                       void *buf, size_t size, uint64_t off)
+int data_read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
+                     size_t size, uint64_t off)
 {
     const struct f2fs_inode *ri = &page_node(ipage)->i;
     uint32_t addrs[READ_CHUNK_BLOCKS];
@@ -283,80 +283,6 @@ static int read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct pa
     return 0;
 }
 
-/* The blocks of a compressed cluster whose first slot is COMPRESS_ADDR: the valid addresses
- * that follow it, none after a hole or reservation, no second marker (the kernel's
- * f2fs_sanity_check_cluster).  Returns how many, or -EIO. */
-static int cluster_blocks(struct f2fuse *fs, const struct inode_info *ii, uint64_t first,
-                          const uint32_t *slots, uint32_t csize)
-{
-    uint32_t n = 0;
-    bool ended = false;
-    for (uint32_t i = 1; i < csize; i++) {
-        if (slots[i] == COMPRESS_ADDR || (ended && slots[i] != NULL_ADDR && slots[i] != NEW_ADDR))
-            return fs_corrupt(fs, "inode %u: compressed cluster at block %llu is malformed",
-                              ii->ino, (unsigned long long)first);
-        if (slots[i] == NULL_ADDR || slots[i] == NEW_ADDR)
-            ended = true;
-        else
-            n++;
-    }
-    return (int)n;
-}
-
-/* Reads [off, off + size) of a compressed file, cluster by cluster: a plain cluster's blocks
- * as they are, a compressed one's blocks decompressed (compress.c). */
-static int compress_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                         void *buf, size_t size, uint64_t off)
-{
-    struct compress_info ci;
-    const char *why;
-    if (compress_info_get(&page_node(ipage)->i, ii, &ci, &why))
-        return fs_corrupt(fs, "inode %u: compressed file with %s", ii->ino, why);
-    uint32_t csize = 1u << ci.log_cluster_size;
-    size_t rlen = (size_t)csize * F2FS_BLKSIZE;
-    uint32_t slots[1u << COMPRESS_LOG_MAX];
-    uint8_t *cbuf = NULL, *rbuf = NULL;
-    int err = 0;
-    for (uint64_t done = 0; done < size && !err;) {
-        uint64_t pos = off + done, first = pos / rlen * csize;
-        size_t in_cluster = (size_t)(pos - first * F2FS_BLKSIZE);
-        size_t n = rlen - in_cluster < size - done ? rlen - in_cluster : (size_t)(size - done);
-        err = data_map_slots(fs, ii, &page_node(ipage)->i, first, csize, slots);
-        if (!err && slots[0] != COMPRESS_ADDR) {
-            err = read_blocks(fs, ii, ipage, (uint8_t *)buf + done, n, pos);
-        } else if (!err) {
-            int nr = cluster_blocks(fs, ii, first, slots, csize);
-            if (nr < 0) {
-                err = nr;
-                break;
-            }
-            if (!cbuf) {
-                cbuf = fs_malloc(fs, rlen);
-                rbuf = fs_malloc(fs, rlen);
-                if (!cbuf || !rbuf) {
-                    err = -ENOMEM;
-                    break;
-                }
-            }
-            /* The compressed blocks are read like file blocks (the page cache first). */
-            err = read_blocks(fs, ii, ipage, cbuf, (size_t)nr * F2FS_BLKSIZE,
-                              (first + 1) * F2FS_BLKSIZE);
-            if (!err)
-                err = compress_decode(&ci, cbuf, (uint32_t)nr, rbuf, &why);
-            if (err == -EIO)
-                err = fs_corrupt(fs, "inode %u: compressed cluster at block %llu (%s): %s", ii->ino,
-                                 (unsigned long long)first, compress_algorithm_name(ci.algorithm),
-                                 why);
-            if (!err)
-                memcpy((uint8_t *)buf + done, rbuf + in_cluster, n);
-        }
-        done += n;
-    }
-    free(cbuf);
-    free(rbuf);
-    return err;
-}
-
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off)
 {
@@ -370,8 +296,8 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
     }
     if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT))
         return -ENOKEY;
-    int err = compress_file(ii) ? compress_read(fs, ii, ipage, buf, size, off)
-                                : read_blocks(fs, ii, ipage, buf, size, off);
+    int err = compress_file(ii) ? cluster_read(fs, ii, ipage, buf, size, off)
+                                : data_read_blocks(fs, ii, ipage, buf, size, off);
     return err ? err : (ssize_t)size;
 }
 
@@ -384,7 +310,7 @@ int data_read_past_end(struct f2fuse *fs, const struct inode_info *ii, struct pa
         return 0;
     if (off + size < off || off + size > data_max_size(ii))
         return -EFBIG;
-    return read_blocks(fs, ii, ipage, buf, size, off);
+    return data_read_blocks(fs, ii, ipage, buf, size, off);
 }
 
 /* ---- write side ---- */
@@ -428,21 +354,14 @@ int inode_alloc_blocks(struct f2fuse *fs, struct page *ipage, uint64_t n)
     return err;
 }
 
-/* How dnode_find makes missing nodes: not at all, charged to the caller's quota (an
- * operation: -EDQUOT possible), or without a check (writeback of blocks already charged). */
-enum dnode_alloc { DNODE_LOOKUP, DNODE_ALLOC, DNODE_ALLOC_NOFAIL };
-
-static int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                      uint64_t index, enum dnode_alloc alloc, struct dnode *dn);
-
 int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
               bool alloc, struct dnode *dn)
 {
     return dnode_find(fs, ii, ipage, index, alloc ? DNODE_ALLOC : DNODE_LOOKUP, dn);
 }
 
-static int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                      uint64_t index, enum dnode_alloc alloc, struct dnode *dn)
+int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
+               enum dnode_alloc alloc, struct dnode *dn)
 {
     struct node_path p;
     int err = path_of(ii, index, &p);
@@ -514,6 +433,14 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
 {
     uint64_t key = data_key(ii->ino, index);
     struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
+    /* A page of a cluster stored compressed comes in with its whole cluster, decoded. */
+    if (!page && compress_file(ii)) {
+        int r = cluster_prepare_change(fs, ii, ipage, index);
+        if (r < 0)
+            return r;
+        if (r > 0)
+            page = pcache_find(fs->cache, PAGE_DATA, key);
+    }
     if (page) {
         page->checkpoint_data = !S_ISREG(ii->mode); /* it may have come in by a read */
         *out = page;
@@ -660,6 +587,13 @@ static int zero_block_tail(struct f2fuse *fs, struct inode_info *ii, struct page
  * the block's stale tail would show as soon as the file grew. Growing checks the tail here. */
 int data_zero_past_end(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
 {
+    /* A compressed cluster holding the end decodes whole: its blocks past the end too. */
+    uint64_t cluster_bytes = compress_file(ii) ? (uint64_t)F2FS_BLKSIZE << ii->log_cluster_size : 0;
+    if (cluster_bytes && ii->size % cluster_bytes) {
+        int r = cluster_prepare_change(fs, ii, ipage, ii->size / F2FS_BLKSIZE);
+        if (r)
+            return r < 0 ? r : 0;
+    }
     size_t keep = ii->size % F2FS_BLKSIZE;
     if (keep == 0 || ii->inline_flags & F2FS_INLINE_DATA)
         return 0;
@@ -730,11 +664,10 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
     return (ssize_t)size;
 }
 
-/* Frees one data pointer.  A compressed cluster's COMPRESS_ADDR slot holds a reserved
- * block like NEW_ADDR (i_blocks and the checkpoint's valid count include it), unless the
- * file's spare blocks were released (F2FS_COMPRESS_RELEASED): f2fs_truncate_data_blocks_range
- * counts it only then. */
-static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
+/* A compressed cluster's COMPRESS_ADDR slot holds a reserved block like NEW_ADDR (i_blocks
+ * and the checkpoint's valid count include it), unless the file's spare blocks were
+ * released (F2FS_COMPRESS_RELEASED): f2fs_truncate_data_blocks_range counts it only then. */
+void data_free_slot(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
 {
     uint32_t a = le32(*addr);
     if (a == NULL_ADDR)
@@ -750,11 +683,32 @@ static void free_addr(struct f2fuse *fs, struct page *ipage, uint32_t *addr)
     inode_add_blocks(fs, ipage, -1);
 }
 
+/* What freeing a compressed file's slots does to i_compr_blocks: each compressed cluster's
+ * marker and spare (NEW_ADDR) slots count there (f2fs_truncate_data_blocks_range).  Slots
+ * are seen in file order, every one from a cluster's first on. */
+struct compr_free {
+    uint32_t cluster; /* 0 for a file that is not compressed */
+    bool released;    /* F2FS_COMPRESS_RELEASED: i_compr_blocks counts none */
+    bool in_compressed;
+    uint64_t freed;
+};
+
+static void compr_free_see(struct compr_free *cf, uint64_t index, uint32_t addr)
+{
+    if (!cf->cluster || cf->released)
+        return;
+    if (index % cf->cluster == 0)
+        cf->in_compressed = addr == COMPRESS_ADDR;
+    if (cf->in_compressed && (addr == COMPRESS_ADDR || addr == NEW_ADDR))
+        cf->freed++;
+}
+
 /* Frees, in the node nid covering file blocks [base, base + span), every block from
  * first_free on; frees the node itself when nothing before first_free is left in it.
  * depth 1 = direct node.  Returns 1 when the node was freed, 0 if not, or -errno. */
 static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                         uint32_t nid, int depth, uint64_t base, uint64_t span, uint64_t first_free)
+                         uint32_t nid, int depth, uint64_t base, uint64_t span, uint64_t first_free,
+                         struct compr_free *cf)
 {
     struct page *page;
     int err = node_get(fs, nid, ii->ino, &page);
@@ -764,8 +718,11 @@ static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct 
     bool changed = false;
     if (depth == 1) {
         for (uint32_t k = 0; k < ii->addrs_per_block; k++) {
-            if (base + k >= first_free && node->addr[k]) {
-                free_addr(fs, ipage, NODE_SLOT(page, k));
+            if (base + k < first_free)
+                continue;
+            compr_free_see(cf, base + k, le32(node->addr[k]));
+            if (node->addr[k]) {
+                data_free_slot(fs, ipage, NODE_SLOT(page, k));
                 changed = true;
             }
         }
@@ -777,7 +734,7 @@ static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct 
             if (!child || child_base + child_span <= first_free)
                 continue;
             int r = truncate_node(fs, ii, ipage, child, depth - 1, child_base, child_span,
-                                  first_free);
+                                  first_free, cf);
             if (r < 0)
                 err = r;
             else if (r == 1) {
@@ -800,37 +757,47 @@ static int truncate_node(struct f2fuse *fs, const struct inode_info *ii, struct 
     return 1;
 }
 
-/* Frees every block from file block first_free on, and the nodes left empty. */
+/* Frees every block from file block first_free on, and the nodes left empty.  For a
+ * compressed file first_free is a cluster's first block or inside a plain cluster. */
 static int free_from(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
                      uint64_t first_free)
 {
     struct f2fs_inode *ri = &page_node(ipage)->i;
+    struct compr_free cf = {.cluster = compress_file(ii) ? 1u << ii->log_cluster_size : 0,
+                            .released = ii->inline_flags & F2FS_COMPRESS_RELEASED};
     fsync_needs_checkpoint(fs, ii->ino); /* freed nodes leave no trace to roll forward */
     extent_truncate(ri, first_free);
     pcache_discard_range(fs->cache, PAGE_DATA, data_key(ii->ino, first_free),
                          data_key(ii->ino, 0xffffffffu));
-    for (uint64_t i = first_free; i < ii->addrs_per_inode; i++)
-        free_addr(fs, ipage, INODE_ADDR(ipage, ii->extra_isize / 4 + i));
+    for (uint64_t i = first_free; i < ii->addrs_per_inode; i++) {
+        compr_free_see(&cf, i, le32(*INODE_ADDR(ipage, ii->extra_isize / 4 + i)));
+        data_free_slot(fs, ipage, INODE_ADDR(ipage, ii->extra_isize / 4 + i));
+    }
     uint64_t base = ii->addrs_per_inode;
     static const int slot_depth[DEF_NIDS_PER_INODE] = {1, 1, 2, 2, 3};
-    for (int s = 0; s < DEF_NIDS_PER_INODE; s++) {
+    int err = 0;
+    for (int s = 0; s < DEF_NIDS_PER_INODE && !err; s++) {
         uint64_t span = ii->addrs_per_block;
         for (int d = 1; d < slot_depth[s]; d++)
             span *= NIDS_PER_BLOCK;
         uint32_t nid = le32(ri->i_nid[s]);
         if (nid && base + span > first_free) {
-            int r = truncate_node(fs, ii, ipage, nid, slot_depth[s], base, span, first_free);
+            int r = truncate_node(fs, ii, ipage, nid, slot_depth[s], base, span, first_free, &cf);
             if (r < 0)
-                return r;
+                err = r;
             if (r == 1)
                 ri->i_nid[s] = 0;
         }
         base += span;
     }
+    if (cf.freed) {
+        uint64_t have = le64(ri->i_compr_blocks);
+        ri->i_compr_blocks = htole64(have > cf.freed ? have - cf.freed : 0);
+    }
     for (int s = 0; s < DEF_NIDS_PER_INODE; s++)
         ii->nids[s] = le32(ri->i_nid[s]);
     pcache_mark_dirty(fs->cache, ipage);
-    return 0;
+    return err;
 }
 
 int data_free_all(struct f2fuse *fs, struct inode_info *ii, struct page *ipage)
@@ -864,11 +831,18 @@ int data_truncate(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
     }
     /* Blocks past the end exist also when fallocate kept the size: free those too. */
     if (new_size < old_size || (ii->advise & FADVISE_KEEP_SIZE_BIT)) {
-        int err = free_from(fs, ii, ipage, (new_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE);
+        uint64_t first_free = (new_size + F2FS_BLKSIZE - 1) / F2FS_BLKSIZE, keep = UINT64_MAX;
+        /* A compressed file frees whole clusters; one stored compressed that the new end
+         * cuts is rewritten (f2fs_truncate_partial_cluster), a plain one freed per block. */
+        int err = compress_file(ii) && new_size < old_size
+                      ? cluster_truncate_partial(fs, ii, ipage, new_size, &keep)
+                      : 0;
+        if (!err)
+            err = free_from(fs, ii, ipage, keep != UINT64_MAX ? keep : first_free);
         if (err)
             return err;
         /* The kept part of the last block must read as zeros past the new end. */
-        if (new_size % F2FS_BLKSIZE && new_size < old_size) {
+        if (new_size % F2FS_BLKSIZE && new_size < old_size && keep == UINT64_MAX) {
             err = zero_block_tail(fs, ii, ipage, new_size / F2FS_BLKSIZE, new_size % F2FS_BLKSIZE,
                                   false);
             if (err < 0)
@@ -921,9 +895,9 @@ int data_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ip
     struct f2fs_nat_entry ne;
     struct extent_run run = {0};
     bool have = false, inode_dirty = false, dn_dirty = false;
-    int err = 0;
+    int err = compress_file(ii) ? -EINVAL : 0; /* cluster_assign_blocks writes those */
     size_t i = 0;
-    for (; i < n; i++) {
+    for (; i < n && !err; i++) {
         struct page *dpage = pages[i];
         uint64_t index = dpage->key & 0xffffffffu;
         struct node_path p;
@@ -999,7 +973,8 @@ static bool page_of_metadata(const struct page *page, void *arg)
 }
 
 /* Writes every dirty data page match selects to a new block of its log, pointing the file
- * at it.  Runs inside a checkpoint before node writeback, or for one file's fsync. */
+ * at it.  Runs inside a checkpoint before node writeback, or for one file's fsync.  A
+ * compressed file's run goes through cluster.c (whole clusters, its own requests). */
 static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page *, void *),
                               void *arg, enum blk_prio prio)
 {
@@ -1014,19 +989,30 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
         if (n == 0)
             break;
         qsort(pages, n, sizeof(*pages), key_order); /* file order: contiguous blocks */
-        size_t nreq = 0;
-        for (size_t i = 0, next; i < n && !err; i = next) {
+        size_t nreq = 0, kept = 0;
+        uint64_t written = 0;
+        for (size_t i = 0, next; i < n; i = next) {
             uint32_t ino = (uint32_t)(pages[i]->key >> 32);
             for (next = i + 1; next < n && (uint32_t)(pages[next]->key >> 32) == ino; next++)
                 ;
+            if (err) { /* put, left dirty */
+                for (size_t k = i; k < next; k++)
+                    pcache_put(fs->cache, pages[k]);
+                continue;
+            }
             struct page *ipage;
             struct inode_info ii;
             err = inode_get(fs, ino, &ipage, &ii);
-            if (err)
-                break;
+            if (!err && compress_file(&ii)) {
+                pcache_put(fs->cache, ipage);
+                err = cluster_writeback_run(fs, ino, pages + i, next - i, prio, &written);
+                continue; /* its pages are written and put */
+            }
             size_t done = 0;
-            err = data_assign_blocks(fs, &ii, ipage, pages + i, next - i, addrs + i, &done);
-            pcache_put(fs->cache, ipage);
+            if (!err) {
+                err = data_assign_blocks(fs, &ii, ipage, pages + i, next - i, addrs + i, &done);
+                pcache_put(fs->cache, ipage);
+            }
             for (size_t k = i; k < i + done; k++) {
                 reqs[nreq] = (struct blk_req){.op = BLK_WRITE,
                                               .prio = prio,
@@ -1036,19 +1022,35 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
                 rp[nreq] = &reqs[nreq];
                 nreq++;
             }
+            /* the batch's plain runs, kept in order at the front */
+            memmove(pages + kept, pages + i, (next - i) * sizeof(*pages));
+            memmove(addrs + kept, addrs + i, done * sizeof(*addrs));
+            for (size_t k = done; k < next - i; k++)
+                addrs[kept + k] = 0;
+            kept += next - i;
         }
-        if (!err) {
-            uint64_t t0 = clock_mono_ns();
-            err = blk_submit_wait(fs->dev, rp, (unsigned)nreq);
-            if (!err) /* the bandwidth estimate learns from every data writeback */
-                writeback_account(fs, nreq * (uint64_t)F2FS_BLKSIZE, clock_mono_ns() - t0);
+        /* Assigned blocks are written even after an error: their pointers changed. */
+        uint64_t t0 = clock_mono_ns();
+        int werr = nreq ? blk_submit_wait(fs->dev, rp, (unsigned)nreq) : 0;
+        if (!werr) /* the bandwidth estimate learns from every data writeback */
+            writeback_account(fs, (nreq + written) * (uint64_t)F2FS_BLKSIZE, clock_mono_ns() - t0);
+        if (!werr) {
+            /* pages not assigned (addrs 0 after an error) stay dirty */
+            size_t from = 0;
+            for (size_t k = 0; k <= kept; k++) {
+                if (k < kept && addrs[k])
+                    continue;
+                if (k > from)
+                    pcache_mark_clean_many(fs->cache, pages + from, addrs + from, k - from);
+                from = k + 1;
+            }
         }
-        if (!err)
-            pcache_mark_clean_many(fs->cache, pages, addrs, n);
-        for (size_t j = 0; j < n; j++)
+        for (size_t j = 0; j < kept; j++)
             pcache_put(fs->cache, pages[j]);
-        if (!err)
-            atomic_fetch_add(&fs->data_pages_written, n);
+        if (!werr)
+            atomic_fetch_add(&fs->data_pages_written, nreq + written);
+        if (werr && !err)
+            err = werr;
     }
     free(pages);
     free(reqs);
@@ -1090,7 +1092,7 @@ int data_punch_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipag
     if (err)
         return err == -ENOENT ? 0 : err;
     if (*dn.addr) {
-        free_addr(fs, ipage, dn.addr);
+        data_free_slot(fs, ipage, dn.addr);
         extent_forget_block(&page_node(ipage)->i, index);
         pcache_mark_dirty(fs->cache, dn.page);
         pcache_mark_dirty(fs->cache, ipage);

@@ -26,6 +26,10 @@ int data_count_holes(struct f2fuse *fs, const struct inode_info *ii, const struc
                      uint64_t index, uint64_t count, uint64_t *holes);
 /* For a hole at index: the next index that may hold data (skips absent node ranges). */
 uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uint64_t index);
+/* Reads [off, off + size) of a file in blocks, wherever its size ends: blocks with a page
+ * in the cache from it, the others from the device (holes as zeros). */
+int data_read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
+                     size_t size, uint64_t off);
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off);
 /* Reads size bytes at off of a file's blocks, past its size too (fs-verity keeps its Merkle
@@ -55,6 +59,11 @@ struct dnode {
  * (else -ENOENT for a hole in the node tree).  Release with dnode_put. */
 int dnode_get(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
               bool alloc, struct dnode *dn);
+/* How dnode_find makes missing nodes: not at all, charged to the caller's quota (an
+ * operation: -EDQUOT possible), or without a check (writeback of blocks already charged). */
+enum dnode_alloc { DNODE_LOOKUP, DNODE_ALLOC, DNODE_ALLOC_NOFAIL };
+int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, uint64_t index,
+               enum dnode_alloc alloc, struct dnode *dn);
 void dnode_put(struct f2fuse *fs, struct page *ipage, struct dnode *dn);
 /* i_blocks += delta (4 KiB blocks), the quota usage with it (never refused: frees, and
  * blocks charged before); inode_alloc_blocks charges n more as an allocation, which the
@@ -89,6 +98,9 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
                   bool keep_old, struct page **out);
 /* Moves an inline file's data to block 0 (f2fs_convert_inline_inode). */
 int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *ipage);
+/* Frees one data pointer (a hole afterwards): a block, a reservation, a compressed
+ * cluster's marker; i_blocks, quota and the used count follow. */
+void data_free_slot(struct f2fuse *fs, struct page *ipage, uint32_t *addr);
 /* Frees file block index (a hole afterwards). */
 int data_punch_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index);
 

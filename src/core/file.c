@@ -46,19 +46,23 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
 }
 
 /* Whether a regular file's contents and size may change: a verity file never (EPERM: the
- * kernel has no writable open of one, and fsverity_prepare_setattr refuses a new size);
- * a compressed file (F2FS_COMPR_FL) not yet, as f2fuse writes no compressed clusters. */
+ * kernel has no writable open of one, and fsverity_prepare_setattr refuses a new size); a
+ * compressed file whose spare blocks were released (F2FS_COMPRESS_RELEASED) neither, as
+ * the kernel's write path says (EPERM), but see file_setattr for its truncation. */
 static int contents_writable(struct f2fuse *fs, const struct inode_info *ii)
 {
     if (verity_file(ii))
         return -EPERM;
-    if (!compress_file(ii))
-        return 0;
-    if (!atomic_exchange(&fs->compressed_write_logged, true))
-        log_warn("inode %u is compressed: f2fuse does not change compressed files yet "
-                 "(logged once)",
-                 ii->ino);
-    return -EOPNOTSUPP;
+    if (compress_file(ii) && (ii->inline_flags & F2FS_COMPRESS_RELEASED))
+        return -EPERM;
+    return 0;
+}
+
+/* A released compressed file may be truncated to a whole number of clusters (the kernel's
+ * f2fs_setattr: EINVAL otherwise); truncating it to nothing makes it writable again. */
+static int released_truncate(const struct inode_info *ii, uint64_t size)
+{
+    return size % ((uint64_t)F2FS_BLKSIZE << ii->log_cluster_size) ? -EINVAL : 0;
 }
 
 /* Blocks of a range whose holes are scanned; a larger one counts as all holes. */
@@ -82,9 +86,12 @@ static uint64_t new_blocks(struct f2fuse *fs, const struct inode_info *ii, struc
 }
 
 /* new_blocks before the change, read under the inode's read lock: what to claim before the
- * stripe is taken for writing (claiming may have to wait for a checkpoint or GC). */
+ * stripe is taken for writing (claiming may have to wait for a checkpoint or GC).  With
+ * written, the blocks writeback will write for it: a compressed file rewrites whole
+ * clusters (their user-visible space is the same compressed or not; the free segments
+ * they need may be more than the write's own blocks). */
 static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint64_t count,
-                          uint64_t inline_end)
+                          uint64_t inline_end, uint64_t *written)
 {
     op_read_begin(fs, ino);
     struct page *ipage;
@@ -92,6 +99,10 @@ static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint6
     uint64_t n = count + count / ADDRS_PER_BLOCK + 3;
     if (inode_get(fs, ino, &ipage, &ii) == 0) {
         n = new_blocks(fs, &ii, ipage, first, count, inline_end);
+        if (written && compress_file(&ii) && count) {
+            uint64_t c = 1ull << ii.log_cluster_size;
+            *written = (first + count + c - 1) / c * c - first / c * c;
+        }
         pcache_put(fs->cache, ipage);
     }
     op_read_end(fs, ino);
@@ -151,8 +162,9 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
      * count; every block written needs room in the free segments. */
     uint64_t first = off / F2FS_BLKSIZE;
     uint64_t span = size ? (off + size - 1) / F2FS_BLKSIZE - first + 1 : 0;
-    uint64_t claim = claim_for(fs, ino, first, span, off + size);
-    err = space_claim(fs, claim, span);
+    uint64_t written = span;
+    uint64_t claim = claim_for(fs, ino, first, span, off + size, &written);
+    err = space_claim(fs, claim, written);
     if (err)
         return err;
     file_begin(fs, ino);
@@ -203,7 +215,9 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     /* A size change of a file whose contents stay as they are is refused before anything
      * changes (the kernel's fsverity_prepare_setattr refuses the whole request). */
     if ((sa->valid & F2FUSE_SET_SIZE) && S_ISREG(ii.mode))
-        err = contents_writable(fs, &ii);
+        err = compress_file(&ii) && (ii.inline_flags & F2FS_COMPRESS_RELEASED)
+                  ? released_truncate(&ii, sa->size)
+                  : contents_writable(fs, &ii);
     /* A new owner or group takes the inode's usage over first, as the kernel's
      * dquot_transfer in f2fs_setattr: -EDQUOT changes nothing. */
     if (!err && (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID))) {
@@ -226,6 +240,9 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
             err = data_truncate(fs, &ii, ipage, sa->size);
             if (!err)
                 inode_touch(ipage, true, false);
+            /* nothing left that was released (the free above saw it so) */
+            if (!err && sa->size == 0 && compress_file(&ii))
+                ri->i_inline &= (uint8_t)~F2FS_COMPRESS_RELEASED;
         }
     }
     /* chown(2) of a non-directory drops its privileges, for root too; a request that also
@@ -311,7 +328,7 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
     /* The holes fallocate reserves are claimed until segment.c counts them: a concurrent
      * claim sees them either way.  Only the nodes need free segments now. */
     uint64_t first = off / F2FS_BLKSIZE, count = (off + len - 1) / F2FS_BLKSIZE - first + 1;
-    uint64_t claim = punch ? 0 : claim_for(fs, ino, first, count, UINT64_MAX); /* converts */
+    uint64_t claim = punch ? 0 : claim_for(fs, ino, first, count, UINT64_MAX, NULL); /* converts */
     err = punch ? 0 : space_claim(fs, claim, claim / ADDRS_PER_BLOCK + 3);
     if (err)
         return err;
@@ -331,6 +348,10 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         goto put;
     }
     err = contents_writable(fs, &ii);
+    /* The kernel refuses to punch (or zero, collapse, insert) a compressed file: a
+     * cluster has no holes to make. */
+    if (!err && punch && compress_file(&ii))
+        err = -EOPNOTSUPP;
     if (err)
         goto put;
     uint64_t end = off + len;

@@ -5,10 +5,14 @@
 #include <errno.h>
 #include <linux/fs.h>
 #include <stddef.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "core/fileattr.h"
+#include "core/compress.h"
 #include "core/context.h"
+#include "core/data.h"
 #include "core/dir.h"
 #include "core/locks.h"
 #include "core/node.h"
@@ -37,10 +41,9 @@
     (F2FS_SYNC_FL | F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_NODUMP_FL | F2FS_NOATIME_FL | \
      F2FS_PROJINHERIT_FL)
 /* Flags f2fuse stores but does not yet honour: immutable and append-only would have to be
- * enforced on every path, sync and dirsync make writes synchronous, and compression
- * writes compressed clusters.  Changing them is refused rather than half done. */
-#define FLAGS_NOT_HONOURED \
-    (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_SYNC_FL | F2FS_DIRSYNC_FL | F2FS_COMPR_FL)
+ * enforced on every path, sync and dirsync make writes synchronous.  Changing them is
+ * refused rather than half done. */
+#define FLAGS_NOT_HONOURED (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_SYNC_FL | F2FS_DIRSYNC_FL)
 
 #define F2FS_DEF_PROJID 0u
 
@@ -92,9 +95,115 @@ uint32_t fileattr_projid(const struct f2fuse *fs, const struct f2fs_inode *ri)
 
 uint32_t fileattr_inherited_flags(const struct inode_info *parent, uint16_t mode)
 {
-    /* A new file is not compressed: f2fuse writes no compressed clusters yet. */
-    uint32_t flags = parent->flags & FLAGS_INHERITED & ~F2FS_COMPR_FL;
+    /* Compression is decided by fileattr_new_compression (names, options, parent). */
+    uint32_t flags = parent->flags & FLAGS_INHERITED & ~(F2FS_COMPR_FL | F2FS_NOCOMP_FL);
     return mask_for_mode(mode, flags);
+}
+
+/* ---- compression ------------------------------------------------------------------------- */
+
+#define COMPRESS_LEVEL_SHIFT 8 /* i_compress_flag: bit 0 checksum, bits 8.. the level */
+
+/* Whether the inode's extra attributes reach i_compress_flag (new inodes' do, on a
+ * compression image; an older inode may end before). */
+static bool compression_fields(const struct f2fs_inode *ri)
+{
+    size_t end = offsetof(struct f2fs_inode, i_compress_flag) + sizeof(ri->i_compress_flag) -
+                 offsetof(struct f2fs_inode, i_addr);
+    return (ri->i_inline & F2FS_EXTRA_ATTR) && le16(ri->i_extra_isize) >= end;
+}
+
+/* The kernel's set_compress_context: the mount's algorithm, level (LZ4 and zstd only),
+ * cluster size and checksum choice, and COMPR_FL. */
+static void set_compress_context(const struct f2fuse *fs, struct f2fs_inode *ri)
+{
+    unsigned alg = fs->opts.compress_algorithm;
+    uint16_t flag = fs->opts.compress_chksum ? 1 : 0;
+    if (alg == COMPRESS_LZ4 || alg == COMPRESS_ZSTD)
+        flag = (uint16_t)(flag | fs->opts.compress_level << COMPRESS_LEVEL_SHIFT);
+    ri->i_compress_algorithm = (uint8_t)alg;
+    ri->i_log_cluster_size = (uint8_t)fs->opts.compress_log_size;
+    ri->i_compress_flag = htole16(flag);
+    ri->i_flags = htole32(le32(ri->i_flags) | F2FS_COMPR_FL);
+}
+
+/* The kernel's is_extension_exist without temporary extensions: "*" matches every name,
+ * else the name ends in "." + ext (any case) with something before the dot. */
+static bool has_extension(const char *name, size_t len, const char *ext)
+{
+    size_t elen = strnlen(ext, F2FS_EXTENSION_LEN);
+    if (elen == 1 && ext[0] == '*')
+        return true;
+    if (len < elen + 2 || name[len - elen - 1] != '.')
+        return false;
+    return strncasecmp(name + len - elen, ext, elen) == 0;
+}
+
+void fileattr_new_compression(const struct f2fuse *fs, const struct inode_info *parent,
+                              struct f2fs_inode *ri, const char *name, size_t len)
+{
+    uint16_t mode = le16(ri->i_mode);
+    if (!(fs->features & F2FS_FEATURE_COMPRESSION) || !compression_fields(ri))
+        return;
+    if (S_ISREG(mode)) {
+        /* hot files (the superblock's hot extensions) and nocompress ones stay plain */
+        const struct f2fs_super_block *sb = &fs->sb;
+        uint32_t cold = le32(sb->extension_count), hot = sb->hot_ext_count;
+        for (uint32_t i = cold; i < cold + hot && i < F2FS_MAX_EXTENSION; i++)
+            if (has_extension(name, len, (const char *)sb->extension_list[i]))
+                return;
+        for (unsigned i = 0; i < fs->opts.nocompress_ext_count; i++)
+            if (has_extension(name, len, fs->opts.nocompress_ext[i]))
+                return;
+        for (unsigned i = 0; i < fs->opts.compress_ext_count; i++)
+            if (has_extension(name, len, fs->opts.compress_ext[i])) {
+                set_compress_context(fs, ri);
+                break;
+            }
+    } else if (!S_ISDIR(mode)) {
+        return;
+    }
+    /* inherited from the directory, when no extension decided */
+    if (!(le32(ri->i_flags) & F2FS_COMPR_FL)) {
+        if (parent->flags & F2FS_NOCOMP_FL)
+            ri->i_flags = htole32(le32(ri->i_flags) | F2FS_NOCOMP_FL);
+        else if (parent->flags & F2FS_COMPR_FL)
+            set_compress_context(fs, ri);
+    }
+    /* A compressed file keeps no inline data (f2fs_may_inline_data). */
+    if (S_ISREG(mode) && (le32(ri->i_flags) & F2FS_COMPR_FL))
+        ri->i_inline &= (uint8_t)~F2FS_INLINE_DATA;
+}
+
+/* A compression flag change (f2fs_setflags_common): only on an image with the feature;
+ * set on a directory or on a regular file without blocks (inline data moved out first),
+ * not pinned; cleared from a file without blocks.  Blocks: beyond the inode and its xattr
+ * node (the kernel's F2FS_HAS_BLOCKS). */
+static int compression_change(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                              bool set)
+{
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    if (!(fs->features & F2FS_FEATURE_COMPRESSION))
+        return -EOPNOTSUPP;
+    if (set && S_ISREG(ii->mode)) {
+        if (ii->inline_flags & F2FS_PIN_FILE)
+            return -EINVAL;
+        if (ii->inline_flags & F2FS_INLINE_DATA) {
+            int err = data_convert_inline(fs, ii, ipage);
+            if (err)
+                return err;
+        }
+    }
+    uint64_t blocks = le64(ri->i_blocks) - 1 - (ii->xattr_nid ? 1 : 0);
+    if (S_ISREG(ii->mode) && blocks > 0)
+        return -EINVAL;
+    if (set && !compression_fields(ri))
+        return -EOPNOTSUPP;
+    if (set)
+        set_compress_context(fs, ri);
+    else
+        ri->i_flags = htole32(le32(ri->i_flags) & ~F2FS_COMPR_FL);
+    return 0;
 }
 
 static void fill(const struct f2fuse *fs, const struct f2fs_inode *ri, const struct inode_info *ii,
@@ -206,6 +315,9 @@ int fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *
         to.id[QUOTA_PRJ] = fa->projid;
         err = quota_transfer(fs, ipage, &to);
     }
+    uint32_t compr_changed = !err ? (ii.flags ^ (uint32_t)flags) & F2FS_COMPR_FL : 0;
+    if (compr_changed)
+        err = compression_change(fs, &ii, ipage, flags & F2FS_COMPR_FL);
     if (!err) {
         ri->i_flags = htole32((uint32_t)flags);
         if (projid_changes)

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "core/fsync.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/inode.h"
@@ -81,6 +82,11 @@ static bool fsync_can_roll_forward(struct f2fuse *fs, const struct inode_info *i
                                    const struct page *ipage, bool *dentry_mark)
 {
     *dentry_mark = false;
+    /* A compressed file checkpoints, as the kernel does (CP_COMPRESSED): its recovery
+     * replays no compressed cluster (a COMPRESS_ADDR pointer in the chain is skipped), so
+     * a kernel mounting the image after a crash would break such a file's clusters. */
+    if (compress_file(ii))
+        return false;
     if (!fs->opts.fsync_fast || !S_ISREG(ii->mode) || ii->links != 1 ||
         fsync_bit(fs, fs->fsync.needs_cp, ii->ino) || seg_next_blkaddr(fs->seg, LOG_WARM_NODE) == 0)
         return false;

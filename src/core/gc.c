@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "core/gc.h"
+#include "core/cluster.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/inode.h"
@@ -114,6 +116,17 @@ static int move_data_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2f
     dnode_put(fs, ipage, &dn);
     if (!owner)
         goto out;
+    /* A compressed cluster's blocks move as they are, together (cluster.c); a plain
+     * cluster's block is a page of the file like any other. */
+    if (compress_file(&ii)) {
+        int r = cluster_gc_move(fs, &ii, ipage, index, blkaddr);
+        if (r < 0)
+            err = r;
+        if (r != 0) {
+            moved = r > 0;
+            goto out;
+        }
+    }
     struct page *page;
     err = data_get_page(fs, &ii, ipage, index, true, &page);
     if (err)

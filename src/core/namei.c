@@ -324,6 +324,7 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, struct 
             ri->i_inline_xattr_size = htole16(DEF_INLINE_XATTR_ADDRS);
     }
     ri->i_inline = inl;
+    fileattr_new_compression(fs, parent, ri, name, len);
     if (inherit)
         ri->i_projid = htole32(ids.id[QUOTA_PRJ]);
     uint64_t s;

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "core/recovery.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dir.h"
@@ -148,6 +149,18 @@ static int replay_pointer(struct f2fuse *fs, struct inode_info *ii, struct page 
     return 0;
 }
 
+/* A compressed file's nodes in the chain: the kernel never writes them (its fsync of a
+ * compressed file checkpoints, CP_COMPRESSED, and its recovery skips COMPRESS_ADDR
+ * pointers), nor does f2fuse; replaying them pointer by pointer would break clusters. */
+static int refuse_compressed(uint32_t ino)
+{
+    log_err("recovery: inode %u is a compressed file with nodes written by fsync after the "
+            "checkpoint; roll-forward recovery of compressed files is not supported (neither "
+            "the kernel nor f2fuse writes them)",
+            ino);
+    return -EOPNOTSUPP;
+}
+
 /* The attributes and direct pointers of a fsync'ed inode block. */
 static int replay_inode(struct f2fuse *fs, const struct f2fs_node *node, uint32_t ino)
 {
@@ -156,6 +169,12 @@ static int replay_inode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
     int err = inode_get(fs, ino, &ipage, &ii);
     if (err)
         return err;
+    if (compress_file(&ii) ||
+        (S_ISREG(le16(node->i.i_mode)) && (le32(node->i.i_flags) & F2FS_COMPR_FL) &&
+         (fs->features & F2FS_FEATURE_COMPRESSION))) {
+        pcache_put(fs->cache, ipage);
+        return refuse_compressed(ino);
+    }
     const struct f2fs_inode *from = &node->i;
     struct f2fs_inode *to = &page_node(ipage)->i;
     uint64_t size = le64(from->i_size);
@@ -208,6 +227,10 @@ static int replay_dnode(struct f2fuse *fs, const struct f2fs_node *node, uint32_
     int err = inode_get(fs, ino, &ipage, &ii);
     if (err)
         return err;
+    if (compress_file(&ii)) {
+        pcache_put(fs->cache, ipage);
+        return refuse_compressed(ino);
+    }
     uint64_t first = dnode_first_block(&ii, ofs);
     for (uint32_t k = 0; first != UINT64_MAX && k < ii.addrs_per_block && !err; k++) {
         uint32_t addr = le32(node->addr[k]);

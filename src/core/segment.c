@@ -935,6 +935,14 @@ void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr)
     pthread_mutex_unlock(&sm->lock);
 }
 
+void seg_invalidate_to_reserved(struct seg_manager *sm, uint32_t blkaddr)
+{
+    pthread_mutex_lock(&sm->lock);
+    invalidate_locked(sm, blkaddr);
+    sm->reserved_blocks++;
+    pthread_mutex_unlock(&sm->lock);
+}
+
 void seg_reserve(struct seg_manager *sm, int64_t blocks)
 {
     pthread_mutex_lock(&sm->lock);

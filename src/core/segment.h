@@ -74,6 +74,11 @@ int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2f
 /* Marks a block invalid (overwritten elsewhere, or freed).  NULL_ADDR/NEW_ADDR are no-ops. */
 void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr);
 
+/* A valid block that stops being one but stays counted as used: a compressed cluster's
+ * spare slot (NEW_ADDR or COMPRESS_ADDR) takes its place.  One critical section, so that
+ * seg_used_blocks() never dips between the two. */
+void seg_invalidate_to_reserved(struct seg_manager *sm, uint32_t blkaddr);
+
 /* Reservations: blocks promised to NEW_ADDR data pointers and NAT entries, not yet
  * written.  blocks < 0 gives some back (freed before they were written). */
 void seg_reserve(struct seg_manager *sm, int64_t blocks);

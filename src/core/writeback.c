@@ -31,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/cluster.h"
+#include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/inode.h"
@@ -41,8 +43,10 @@
 #include "core/writeback_ctl.h"
 
 #define WB_MAX_CHUNK  1024u /* pages: a slot's buffer */
-#define WB_MAX_INODES 16u   /* inodes merged into one chunk */
-#define WB_SLOTS      2u    /* chunks in flight: the next is prepared while one is written */
+#define WB_ROOM       256u  /* more: a compressed file's run grows to whole clusters */
+#define WB_CAPACITY   (WB_MAX_CHUNK + WB_ROOM)
+#define WB_MAX_INODES 16u /* inodes merged into one chunk */
+#define WB_SLOTS      2u  /* chunks in flight: the next is prepared while one is written */
 
 /* One chunk's buffers and state.  The flusher prepares a chunk in a free slot and submits
  * it; the completion thread counts its requests down; the flusher finishes it (pages put,
@@ -178,17 +182,26 @@ static void reverse_pages(struct page **p, size_t n)
 #define WB_MIN_FREE_SEGMENTS 8u
 
 /* Adds n pages of ino (sorted, still dirty, referenced: s->pages[at, at + n)) to slot s's
- * chunk: blocks assigned, data copied into the slot's buffer, pages marked clean.  Caller
- * holds ino's stripe.  Returns how many were assigned; the rest stay dirty and are put. */
+ * chunk: blocks assigned, data copied into the slot's buffer, pages marked clean.  A
+ * compressed file's run first grows to whole clusters, up to room entries, and its blocks
+ * (compressed or not) are laid into the buffer by cluster.c.  Caller holds ino's stripe.
+ * Returns how many were assigned; the rest stay dirty and are put. */
 static size_t chunk_add_pages(struct f2fuse *fs, struct wb_slot *s, uint32_t ino, size_t at,
-                              size_t n, int *err)
+                              size_t n, size_t room, int *err)
 {
     struct page **pages = s->pages + at;
     struct page *ipage;
     struct inode_info ii;
     size_t assigned = 0;
     *err = inode_get(fs, ino, &ipage, &ii);
-    if (!*err) {
+    if (!*err && compress_file(&ii)) {
+        n = cluster_gather(fs, &ii, ipage, pages, n, room, err);
+        if (!*err)
+            *err = cluster_assign_blocks(fs, &ii, ipage, pages, n, s->addrs + at,
+                                         s->buf + at * F2FS_BLKSIZE, &assigned);
+        pcache_mark_clean_many(fs->cache, pages, s->addrs + at, assigned);
+        pcache_put(fs->cache, ipage);
+    } else if (!*err) {
         *err = data_assign_blocks(fs, &ii, ipage, pages, n, s->addrs + at, &assigned);
         for (size_t i = 0; i < assigned; i++)
             memcpy(s->buf + (at + i) * F2FS_BLKSIZE, pages[i]->data, F2FS_BLKSIZE);
@@ -288,16 +301,19 @@ static void sort_oldest_inode_first(struct page **pages, size_t n, uint32_t olde
     reverse_pages(pages, n);
 }
 
-/* Assigns blocks to the runs of s->pages[0, n), inode by inode under its stripe; a run
- * whose stripe is busy (or that does not fit) is put and stays dirty for a later chunk.
- * The first error is left in *err. */
-static void chunk_assign_runs(struct f2fuse *fs, struct wb_slot *s, size_t n, uint32_t oldest,
-                              bool wait_ok, int *err)
+/* Assigns blocks to the runs of s->pages[tail, tail + n), inode by inode under its stripe,
+ * moving them down to the chunk's end (s->assigned); a run whose stripe is busy (or that
+ * does not fit) is put and stays dirty for a later chunk.  The room between the chunk's
+ * end and the next run lets a compressed file's run grow to whole clusters.  The first
+ * error is left in *err. */
+static void chunk_assign_runs(struct f2fuse *fs, struct wb_slot *s, size_t tail, size_t n,
+                              uint32_t oldest, bool wait_ok, int *err)
 {
     struct wb_control *wb = fs->wb;
+    struct page **runs = s->pages + tail;
     for (size_t i = 0, next; i < n; i = next) {
-        uint32_t ino = (uint32_t)(s->pages[i]->key >> 32);
-        for (next = i + 1; next < n && (uint32_t)(s->pages[next]->key >> 32) == ino; next++)
+        uint32_t ino = (uint32_t)(runs[i]->key >> 32);
+        for (next = i + 1; next < n && (uint32_t)(runs[next]->key >> 32) == ino; next++)
             ;
         pthread_rwlock_t *stripe = &fs->inode_locks[ino % INODE_LOCK_STRIPES];
         bool locked = false;
@@ -311,15 +327,15 @@ static void chunk_assign_runs(struct f2fuse *fs, struct wb_slot *s, size_t n, ui
         }
         if (!locked) {
             for (size_t k = i; k < next; k++)
-                pcache_put(fs->cache, s->pages[k]);
+                pcache_put(fs->cache, runs[k]);
             continue;
         }
-        /* Moved down to the chunk's end (at <= i); those written meanwhile (an fsync) or
-         * truncated away are no longer dirty and are put. */
+        /* Moved down to the chunk's end (at <= tail + i); those written meanwhile (an fsync)
+         * or truncated away are no longer dirty and are put. */
         size_t at = s->assigned;
-        memmove(s->pages + at, s->pages + i, (next - i) * sizeof(*s->pages));
+        memmove(s->pages + at, runs + i, (next - i) * sizeof(*s->pages));
         size_t m = pcache_keep_dirty(fs->cache, s->pages + at, next - i);
-        size_t got = m ? chunk_add_pages(fs, s, ino, at, m, err) : 0;
+        size_t got = m ? chunk_add_pages(fs, s, ino, at, m, tail + next - at, err) : 0;
         s->assigned += got;
         if (got) {
             pthread_mutex_lock(&wb->lock);
@@ -336,7 +352,9 @@ static unsigned chunk_build_requests(struct wb_slot *s)
 {
     unsigned nreq = 0;
     for (size_t i = 0; i < s->assigned; i++) {
-        if (i && s->addrs[i] == s->addrs[i - 1] + 1) {
+        if (!s->addrs[i]) /* nothing to write (a compressed cluster's marker, spare slots) */
+            continue;
+        if (i && s->addrs[i - 1] && s->addrs[i] == s->addrs[i - 1] + 1) {
             s->reqs[nreq - 1].len += F2FS_BLKSIZE;
             continue;
         }
@@ -402,7 +420,10 @@ static int chunk_start(struct f2fuse *fs, struct wb_slot *s, unsigned max_pages)
     size_t n = pcache_collect_dirty(fs->cache, PAGE_DATA, s->pages, max_pages);
     uint32_t oldest = n ? (uint32_t)(s->pages[0]->key >> 32) : 0;
     sort_oldest_inode_first(s->pages, n, oldest);
-    chunk_assign_runs(fs, s, n, oldest, wait_ok, &err);
+    /* to the array's end: runs move down to the chunk's end as they are assigned */
+    size_t tail = WB_CAPACITY - n;
+    memmove(s->pages + tail, s->pages, n * sizeof(*s->pages));
+    chunk_assign_runs(fs, s, tail, n, oldest, wait_ok, &err);
 
     unsigned nreq = chunk_build_requests(s);
     pthread_mutex_lock(&wb->lock);
@@ -590,11 +611,11 @@ int writeback_init(struct f2fuse *fs)
     for (unsigned i = 0; i < WB_SLOTS; i++) {
         struct wb_slot *s = &wb->slots[i];
         s->fs = fs;
-        s->buf = blk_alloc_buf((size_t)WB_MAX_CHUNK * F2FS_BLKSIZE);
-        s->pages = calloc(WB_MAX_CHUNK, sizeof(*s->pages));
-        s->addrs = calloc(WB_MAX_CHUNK, sizeof(*s->addrs));
-        s->reqs = calloc(WB_MAX_CHUNK, sizeof(*s->reqs));
-        s->rp = calloc(WB_MAX_CHUNK, sizeof(*s->rp));
+        s->buf = blk_alloc_buf((size_t)WB_CAPACITY * F2FS_BLKSIZE);
+        s->pages = calloc(WB_CAPACITY, sizeof(*s->pages));
+        s->addrs = calloc(WB_CAPACITY, sizeof(*s->addrs));
+        s->reqs = calloc(WB_CAPACITY, sizeof(*s->reqs));
+        s->rp = calloc(WB_CAPACITY, sizeof(*s->rp));
         if (!s->buf || !s->pages || !s->addrs || !s->reqs || !s->rp)
             return -ENOMEM;
     }
