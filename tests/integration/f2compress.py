@@ -7,6 +7,9 @@
                                algorithm (zstd through python3-zstandard; LZO-RLE through
                                lzorle_encode below), optionally with compress_chksum
   patch_inode / patch_cluster  offline damage for the bad-input tests
+  lzorle_decode(data, n)       an LZO-RLE (and plain LZO1X) decoder written here from
+                               Documentation/staging/lzo.rst, for streams f2fuse wrote
+  accounting(img, path)        i_compr_blocks as stored, and as the slots say it must be
   lzorle_encode(data)          an LZO1X bitstream version 1 (LZO-RLE) writer after
                                Documentation/staging/lzo.rst: literal runs and zero runs only
                                (the kernel's decoder reads any valid stream; this one is simple);
@@ -156,6 +159,103 @@ def lzorle_encode(data):
     return bytes(out)
 
 
+def lzorle_decode(data, n):
+    """Decodes an LZO1X stream, bitstream version 1 (LZO-RLE) included, to exactly n bytes;
+    raises ValueError for anything malformed.  Written from lzo.rst's instruction table, not
+    from f2fuse's decoder: it is the independent reader of f2fuse's LZO-RLE clusters."""
+    out = bytearray()
+    ip = 0
+    version = 0
+    if len(data) >= 5 and data[0] == 17:
+        version = data[1]
+        ip = 2
+
+    def byte():
+        nonlocal ip
+        if ip >= len(data):
+            raise ValueError("input overrun")
+        ip += 1
+        return data[ip - 1]
+
+    def long_len(base):
+        extra = 0
+        while True:
+            b = byte()
+            if b:
+                return extra + base + b
+            extra += 255
+
+    def literals(count):
+        nonlocal ip
+        if ip + count > len(data):
+            raise ValueError("literals past the input")
+        out.extend(data[ip:ip + count])
+        ip += count
+
+    def copy(dist, length):
+        if dist <= 0 or dist > len(out):
+            raise ValueError("copy from before the output")
+        for _ in range(length):
+            out.append(out[-dist])
+
+    state = 0
+    if ip < len(data) and data[ip] > 17:
+        t = byte() - 17
+        literals(t)
+        state = t if t < 4 else 4
+    while True:
+        op = byte()
+        if op < 16:
+            if state == 0:
+                length = long_len(15) if op == 0 else op
+                literals(length + 3)
+                state = 4
+                continue
+            h = byte()
+            dist, length = ((op >> 2) + (h << 2) + 1, 2) if state < 4 else \
+                ((op >> 2) + (h << 2) + 2049, 3)
+            s_ = op & 3
+        elif op >= 64:
+            dist = ((op >> 2) & 7) + (byte() << 3) + 1
+            length = (op >> 5) + 1
+            s_ = op & 3
+        elif op >= 32:
+            length = (op & 31) or long_len(31)
+            length += 2
+            d = byte() | byte() << 8
+            dist = (d >> 2) + 1
+            s_ = d & 3
+        else:
+            high = op & 8
+            if version and high and ip + 2 < len(data) and data[ip] & 0xFC == 0xFC and \
+                    data[ip + 1] == 0xFF:
+                s_ = data[ip] & 3
+                run = ((data[ip + 2] << 3) | (op & 7)) + 4
+                ip += 3
+                out.extend(bytes(run))
+                literals(s_)
+                state = s_
+                continue
+            length = (op & 7) or long_len(7)
+            length += 2
+            d = byte() | byte() << 8
+            far = (high << 11) + (d >> 2)
+            if far == 0:
+                if length != 3 or ip != len(data):
+                    raise ValueError("bad end marker")
+                break
+            dist = far + 16384
+            s_ = d & 3
+        copy(dist, length)
+        literals(s_)
+        state = s_
+        if len(out) > n:
+            raise ValueError("output past %d bytes" % n)
+    if len(out) != n:
+        raise ValueError("decoded %d bytes, expected %d" % (len(out), n))
+    return bytes(out)
+
+
 def _inode_fields(raw):
     return raw[392], raw[393], struct.unpack_from("<H", raw, 394)[0]
 
@@ -184,7 +284,7 @@ def decode(img, path, dec):
         i = im.inode(im.lookup(path))
         if not i["flags"] & COMPR_FL:
             return im.read_data(i), {}
-        alg, log, _ = _inode_fields(i["raw"])
+        alg, log, flag = _inode_fields(i["raw"])
         rlen = T.BLK << log
         nblocks = (i["size"] + T.BLK - 1) // T.BLK
         out, layout = [], {}
@@ -194,9 +294,18 @@ def decode(img, path, dec):
                 clen = struct.unpack_from("<I", data, 0)[0] if data else 0
                 if clen + HEADER > len(data):
                     raise T.Corrupt("%s cluster %d: clen %d past its blocks" % (path, c, clen))
-                if alg == LZORLE:
-                    raise T.Corrupt("decode() has no LZO-RLE decoder: compare through a mount")
-                out.append(dec[alg](data[HEADER:HEADER + clen], rlen))
+                cdata = data[HEADER:HEADER + clen]
+                if flag & 1 and struct.unpack_from("<I", data, 4)[0] != \
+                        T.crc_raw(F2FS_SUPER_MAGIC, cdata):
+                    raise T.Corrupt("%s cluster %d: checksum mismatch" % (path, c))
+                try:
+                    plain = lzorle_decode(cdata, rlen) if alg == LZORLE else dec[alg](cdata, rlen)
+                except Exception as e:
+                    raise T.Corrupt("%s cluster %d (%s) does not decode: %s"
+                                    % (path, c, NAMES.get(alg), e))
+                if len(plain) != rlen:
+                    raise T.Corrupt("%s cluster %d: %d bytes" % (path, c, len(plain)))
+                out.append(plain)
                 layout[c] = ("compressed", tuple(slots))
             else:
                 for k, a in enumerate(slots[:nblocks - c]):
@@ -271,3 +380,31 @@ def transcode(img, path, alg, dec, enc, chksum=False, level=3):
         struct.pack_into("<H", raw, 394, flag)
     patch_inode(img, path, edit)
     return len(plan)
+
+
+def accounting(img, path):
+    """(stored i_compr_blocks, what the slots make it): a compressed cluster's COMPRESS_ADDR
+    and NEW_ADDR slots, none for a released file (fsck.f2fs's count, which fsck only fixes
+    silently with -a)."""
+    with T.F2fsImage(img) as im:
+        i = im.inode(im.lookup(path))
+        stored = struct.unpack_from("<Q", i["raw"], 384)[0]
+        if i["inline"] & 0x80:      # F2FS_COMPRESS_RELEASED
+            return stored, 0
+        _, log, _ = _inode_fields(i["raw"])
+        csize = 1 << log
+        nslots = (i["size"] + T.BLK - 1) // T.BLK
+        nslots = (nslots + csize - 1) // csize * csize
+        want = 0
+        for c in range(0, nslots, csize):
+            slots = [im.bmap(i, c + k) for k in range(csize)]
+            if slots[0] == COMPRESS_ADDR:
+                want += sum(1 for a in slots if a in (COMPRESS_ADDR, NEW_ADDR))
+        return stored, want
+
+
+def fields(img, path):
+    """(algorithm, log cluster size, checksum flag, level) of a compressed file's inode."""
+    with T.F2fsImage(img) as im:
+        alg, log, flag = _inode_fields(im.inode(im.lookup(path))["raw"])
+        return alg, log, bool(flag & 1), flag >> 8

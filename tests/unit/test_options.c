@@ -18,7 +18,13 @@ static void test_defaults(void)
     memset(&o, 0xa5, sizeof(o)); /* init must set every field, not rely on a zeroed struct */
     f2fuse_options_init(&o);
     CHECK(strcmp(o.backend, "uring") == 0);
-    CHECK_EQ(o.quota_limits, 0); /* every type's limits bind */
+    CHECK_EQ(o.quota_limits, 0);       /* every type's limits bind */
+    CHECK_EQ(o.compress_algorithm, 1); /* lz4, the kernel's default */
+    CHECK_EQ(o.compress_level, 0);
+    CHECK_EQ(o.compress_log_size, 2);
+    CHECK(!o.compress_chksum);
+    CHECK_EQ(o.compress_ext_count, 0);
+    CHECK_EQ(o.nocompress_ext_count, 0);
     CHECK_EQ(o.queue_depth, 64);
     CHECK_EQ(o.cache_size, 64ull << 20);
     CHECK(o.read_only);
@@ -96,7 +102,7 @@ static void test_tables(void)
     check_table(&library_options, &o, sizeof(o));
     struct f2fuse_test_options t = {0};
     check_table(&test_options, &t, sizeof(t));
-    CHECK_EQ(library_options.count, 34); /* a new option: add it to test_defaults too */
+    CHECK_EQ(library_options.count, 39); /* a new option: add it to test_defaults too */
 }
 
 /* The quota options in the kernel's order: each type option adds its type, noquota clears,
@@ -210,12 +216,69 @@ static void test_descriptions(void)
     free(text);
 }
 
+/* The compression options as the kernel's parse_options takes them. */
+static void test_compress_options(void)
+{
+    struct f2fuse_options o;
+    f2fuse_options_init(&o);
+    static const struct {
+        const char *value;
+        int err;
+        unsigned alg, level;
+    } algs[] = {
+        {"lzo", 0, 0, 0},          {"lz4", 0, 1, 0},
+        {"zstd", 0, 2, 0},         {"lzo-rle", 0, 3, 0},
+        {"lz4:3", 0, 1, 3},        {"lz4:12", 0, 1, 12},
+        {"zstd:1", 0, 2, 1},       {"zstd:22", 0, 2, 22},
+        {"lz4:2", -EINVAL, 0, 0},  {"lz4:13", -EINVAL, 0, 0},
+        {"zstd:0", -EINVAL, 0, 0}, {"zstd:23", -EINVAL, 0, 0},
+        {"lzo:1", -EINVAL, 0, 0},  {"lzo-rle:4", -EINVAL, 0, 0},
+        {"lz4:", -EINVAL, 0, 0},   {"lz4:3x", -EINVAL, 0, 0},
+        {"gzip", -EINVAL, 0, 0},   {"lz", -EINVAL, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(algs) / sizeof(algs[0]); i++) {
+        o.compress_algorithm = 9;
+        o.compress_level = 9;
+        CHECK_EQ(f2fuse_option_set(&o, "compress_algorithm", algs[i].value), algs[i].err);
+        if (!algs[i].err) {
+            CHECK_EQ(o.compress_algorithm, algs[i].alg);
+            CHECK_EQ(o.compress_level, algs[i].level);
+        }
+    }
+    CHECK_EQ(f2fuse_option_set(&o, "compress_algorithm", NULL), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_log_size", "8"), 0);
+    CHECK_EQ(o.compress_log_size, 8);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_log_size", "1"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_log_size", "9"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_chksum", NULL), 0);
+    CHECK(o.compress_chksum);
+    /* extensions: appended, at most 16 of 7 characters; never in both lists; no "*" for
+     * nocompress */
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "txt"), 0);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "log"), 0);
+    CHECK_EQ(o.compress_ext_count, 2);
+    CHECK(strcmp(o.compress_ext[1], "log") == 0);
+    CHECK_EQ(f2fuse_option_set(&o, "nocompress_extension", "TXT"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "nocompress_extension", "*"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "nocompress_extension", "bin"), 0);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "BIN"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "1234567"), 0);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "12345678"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", ""), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", NULL), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "*"), 0);
+    for (int i = (int)o.compress_ext_count; i < 16; i++)
+        CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "e"), 0);
+    CHECK_EQ(f2fuse_option_set(&o, "compress_extension", "f"), -EINVAL);
+}
+
 int main(void)
 {
     RUN(test_defaults);
     RUN(test_tables);
     RUN(test_parsing);
     RUN(test_quota_options);
+    RUN(test_compress_options);
     RUN(test_test_options);
     RUN(test_descriptions);
     return check_failures ? 1 : 0;
