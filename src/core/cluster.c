@@ -466,22 +466,17 @@ struct cluster_write {
 };
 
 /* New blocks in the cold data log for the slots ks[0, n) (offsets in the cluster), none
- * taking anything over yet: either all are allocated or none (-errno). */
+ * taking anything over yet, allocated together (consecutive, so that the cluster reads
+ * in one request): either all are allocated or none (-errno). */
 static int alloc_blocks(struct f2fuse *fs, const struct cluster_write *cw, const uint32_t *ks,
                         uint32_t n, uint32_t *news)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        struct f2fs_summary sum = {.nid = htole32(cw->dn.nid),
-                                   .version = cw->version,
-                                   .ofs_in_node = htole16((uint16_t)(cw->dn.ofs + ks[i]))};
-        int err = seg_alloc_block(fs->seg, LOG_COLD_DATA, &sum, NULL_ADDR, &news[i]);
-        if (err) {
-            while (i-- > 0)
-                seg_invalidate_block(fs->seg, news[i]);
-            return err;
-        }
-    }
-    return 0;
+    struct f2fs_summary sums[MAX_CLUSTER];
+    for (uint32_t i = 0; i < n; i++)
+        sums[i] = (struct f2fs_summary){.nid = htole32(cw->dn.nid),
+                                        .version = cw->version,
+                                        .ofs_in_node = htole16((uint16_t)(cw->dn.ofs + ks[i]))};
+    return seg_alloc_blocks(fs->seg, LOG_COLD_DATA, sums, n, news);
 }
 
 /* Slot k gets block b: what it held before is given back (a block invalidated, a
@@ -588,7 +583,7 @@ static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page 
     int err = dnode_find(fs, ii, ipage, first, DNODE_ALLOC_NOFAIL, &cw.dn);
     if (err)
         return err;
-    struct f2fs_nat_entry ne;
+    struct f2fs_nat_entry ne = {0};
     err = nat_get(fs->nat, cw.dn.nid, &ne);
     if (!err) {
         cw.version = ne.version;
@@ -765,13 +760,18 @@ int cluster_gc_move(struct f2fuse *fs, struct inode_info *ii, struct page *ipage
         return 0;
     }
     int nr = stored_blocks(fs, ii, first, cw.old, csize);
-    /* The cluster's blocks in the victim's segment move together: all of it, unless its
-     * blocks are spread over segments (then what a round budgeted for, as the kernel). */
+    /* A cluster written in one run moves whole, also its blocks past the victim segment's
+     * end (a victim holds at most two such clusters); one scattered over segments (slack
+     * space reuse) moves the blocks the victim holds, which the round budgeted for, as the
+     * kernel moves blocks. */
+    bool run = true;
+    for (int k = 2; k <= nr; k++)
+        run &= cw.old[k] == cw.old[k - 1] + 1;
     uint32_t seg_first = blkaddr - (blkaddr - fs->main_blkaddr) % F2FS_BLOCKS_PER_SEG;
     uint32_t ks[MAX_CLUSTER], news[MAX_CLUSTER];
     uint32_t n = 0;
     for (int k = 1; k <= nr; k++)
-        if (cw.old[k] >= seg_first && cw.old[k] < seg_first + F2FS_BLOCKS_PER_SEG)
+        if (run || (cw.old[k] >= seg_first && cw.old[k] < seg_first + F2FS_BLOCKS_PER_SEG))
             ks[n++] = (uint32_t)k;
     uint8_t *buf = nr > 0 ? thread_buf(fs, 0, (size_t)n * BLK) : NULL;
     if (nr < 0)
@@ -788,7 +788,7 @@ int cluster_gc_move(struct f2fuse *fs, struct inode_info *ii, struct page *ipage
     }
     if (!err)
         err = blk_submit_wait(fs->dev, rp, nreq);
-    struct f2fs_nat_entry ne;
+    struct f2fs_nat_entry ne = {0};
     if (!err)
         err = nat_get(fs->nat, cw.dn.nid, &ne);
     if (!err) {
@@ -820,7 +820,7 @@ int cluster_gc_move(struct f2fuse *fs, struct inode_info *ii, struct page *ipage
         }
     }
     dnode_put(fs, ipage, &cw.dn);
-    return err ? err : 1;
+    return err ? err : (int)n;
 }
 
 void cluster_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)

@@ -75,7 +75,7 @@ int cluster_truncate_partial(struct f2fuse *fs, struct inode_info *ii, struct pa
 /* Segment cleaning of blkaddr, the block of file block index of a compressed file: when it
  * belongs to a compressed cluster, that cluster's compressed blocks in the same segment
  * move together, as they are (no decoding: a damaged or released cluster moves too), to
- * the cold data log.  1 when moved, 0 when the block is in a plain cluster (the caller
+ * the cold data log.  The blocks moved, 0 when the block is in a plain cluster (the caller
  * moves its page), -errno.  Holds the stripe and cp_lock. */
 int cluster_gc_move(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint64_t index,
                     uint32_t blkaddr);

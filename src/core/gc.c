@@ -62,7 +62,8 @@ static int summary_owner(struct f2fuse *fs, uint32_t nid, struct f2fs_nat_entry 
     return nid_valid(fs, *ino) ? 1 : 0;
 }
 
-/* Makes the data page that owns blkaddr (per its summary entry) dirty.  Returns 1 when
+/* Makes the data page that owns blkaddr (per its summary entry) dirty, or moves the
+ * compressed cluster holding it (cluster.c).  Returns the blocks moved (1 for a page) when
  * done, 0 when the block no longer belongs to that owner (freed or rewritten meanwhile, or
  * a summary that does not match: the caller sees the victim stay non-empty), or -errno. */
 static int move_data_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2fs_summary *e)
@@ -123,7 +124,7 @@ static int move_data_block(struct f2fuse *fs, uint32_t blkaddr, const struct f2f
         if (r < 0)
             err = r;
         if (r != 0) {
-            moved = r > 0;
+            moved = r > 0 ? r : 0; /* blocks moved */
             goto out;
         }
     }

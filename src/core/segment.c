@@ -835,12 +835,10 @@ static int log_move(struct seg_manager *sm, enum log_type t)
 
 static void invalidate_locked(struct seg_manager *sm, uint32_t blkaddr);
 
-int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
-                    uint32_t replaces, uint32_t *blkaddr)
+/* seg_alloc_block with sm->lock held, without telling discard. */
+static int alloc_locked(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
+                        uint32_t replaces, uint32_t *blkaddr)
 {
-    if ((unsigned)type >= LOG_COUNT || !sum || !blkaddr)
-        return -EINVAL;
-    pthread_mutex_lock(&sm->lock);
     struct log_state *lg = &sm->logs[type];
     int err = 0;
     if (lg->must_move) {
@@ -894,11 +892,40 @@ int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2f
         lg->must_move = true;
     }
 out:
+    return err;
+}
+
+int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
+                    uint32_t replaces, uint32_t *blkaddr)
+{
+    if ((unsigned)type >= LOG_COUNT || !sum || !blkaddr)
+        return -EINVAL;
+    pthread_mutex_lock(&sm->lock);
+    int err = alloc_locked(sm, type, sum, replaces, blkaddr);
     pthread_mutex_unlock(&sm->lock);
     /* discard.c: a queued or running discard of this block must not land on the data about
      * to be written into it, and the block leaves the map of discarded space. */
     if (!err)
         discard_block_allocated(sm->fs, *blkaddr);
+    return err;
+}
+
+int seg_alloc_blocks(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sums,
+                     unsigned n, uint32_t *blkaddrs)
+{
+    if ((unsigned)type >= LOG_COUNT || (n && (!sums || !blkaddrs)))
+        return -EINVAL;
+    pthread_mutex_lock(&sm->lock);
+    int err = 0;
+    unsigned i = 0;
+    for (; i < n && !err; i++)
+        err = alloc_locked(sm, type, &sums[i], NULL_ADDR, &blkaddrs[i]);
+    if (err) /* the last call failed and took nothing; the others are given back */
+        for (i--; i-- > 0;)
+            invalidate_locked(sm, blkaddrs[i]);
+    pthread_mutex_unlock(&sm->lock);
+    for (unsigned k = 0; !err && k < n; k++)
+        discard_block_allocated(sm->fs, blkaddrs[k]);
     return err;
 }
 

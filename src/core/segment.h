@@ -71,6 +71,12 @@ void seg_destroy(struct seg_manager *sm);
 int seg_alloc_block(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sum,
                     uint32_t replaces, uint32_t *blkaddr);
 
+/* n blocks of log type in one critical section, taking nothing over (replaces NULL_ADDR):
+ * consecutive unless the log moves to another segment meanwhile (a compressed cluster's
+ * blocks, which are read together).  All or none: -errno leaves none allocated. */
+int seg_alloc_blocks(struct seg_manager *sm, enum log_type type, const struct f2fs_summary *sums,
+                     unsigned n, uint32_t *blkaddrs);
+
 /* Marks a block invalid (overwritten elsewhere, or freed).  NULL_ADDR/NEW_ADDR are no-ops. */
 void seg_invalidate_block(struct seg_manager *sm, uint32_t blkaddr);
 

@@ -497,6 +497,48 @@ static void alloc_appends_in_each_log(void)
     free_fs(fs);
 }
 
+/* seg_alloc_blocks: a batch in one go (consecutive, the summaries each given), all or none:
+ * on a file system that runs out, the batch that does not fit leaves nothing behind. */
+static void alloc_batch_all_or_none(void)
+{
+    char img[300];
+    path_in(img, sizeof(img), "batch.img");
+    make_image(img, 64);
+    struct f2fuse *fs = open_loaded(img);
+    if (!fs)
+        return;
+    struct seg_manager *sm = fs->seg;
+    struct f2fs_summary sums[8];
+    for (uint16_t i = 0; i < 8; i++)
+        sums[i] = mksum(321, 4, (uint16_t)(16 + i));
+    uint32_t segno, off, addrs[8];
+    log_pos(fs, LOG_COLD_DATA, &segno, &off);
+    uint64_t valid0 = seg_valid_blocks(sm);
+    CHECK_EQ(seg_alloc_blocks(sm, LOG_COLD_DATA, sums, 8, addrs), 0);
+    for (uint32_t i = 0; i < 8; i++) {
+        CHECK_EQ(addrs[i], main_addr(fs, segno, off + i));
+        CHECK(seg_block_valid(sm, addrs[i]));
+    }
+    CHECK_EQ(seg_valid_blocks(sm), valid0 + 8);
+    CHECK_EQ(seg_alloc_blocks(sm, LOG_COUNT, sums, 8, addrs), -EINVAL);
+    /* fill the log until a batch of 8 no longer fits: that batch takes nothing */
+    int err;
+    uint64_t batches = 0;
+    while (!(err = seg_alloc_blocks(sm, LOG_COLD_DATA, sums, 8, addrs)))
+        batches++;
+    CHECK_EQ(err, -ENOSPC);
+    CHECK(batches > 0);
+    uint64_t valid1 = seg_valid_blocks(sm);
+    CHECK_EQ(seg_alloc_blocks(sm, LOG_COLD_DATA, sums, 8, addrs), -ENOSPC);
+    CHECK_EQ(seg_valid_blocks(sm), valid1);
+    /* what is left goes one by one (fewer than 8) */
+    uint32_t addr, single = 0;
+    while (!seg_alloc_block(sm, LOG_COLD_DATA, &sums[0], NULL_ADDR, &addr))
+        single++;
+    CHECK(single < 8);
+    free_fs(fs);
+}
+
 static void full_segment_writes_ssa_in(const char *name)
 {
     char img[300];
@@ -1184,6 +1226,7 @@ int main(void)
     RUN(load_matches_checkpoint);
     RUN(load_rejects_damage);
     RUN(alloc_appends_in_each_log);
+    RUN(alloc_batch_all_or_none);
     RUN(full_segment_writes_ssa);
     RUN(invalidate_free_and_prefree);
     RUN(enospc_without_crash);
