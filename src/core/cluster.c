@@ -41,8 +41,8 @@
 /* A cluster's compressed blocks as read, and a decoded or to-be-encoded cluster: up to
  * 1 MiB each, 4 KiB aligned (O_DIRECT reads land in them), kept per thread. */
 struct thread_bufs {
-    uint8_t *cbuf, *rbuf;
-    size_t ccap, rcap;
+    uint8_t *cbuf, *rbuf, *wbuf;
+    size_t ccap, rcap, wcap;
 };
 static __thread struct thread_bufs *thread_bufs;
 static pthread_key_t bufs_key;
@@ -54,6 +54,7 @@ static void bufs_free(void *arg)
     if (b) {
         free(b->cbuf);
         free(b->rbuf);
+        free(b->wbuf);
         free(b);
     }
 }
@@ -77,7 +78,7 @@ static uint8_t *grow(uint8_t **buf, size_t *cap, size_t len)
 }
 
 /* The thread's buffer of at least len bytes: which 0 for compressed blocks, 1 for a
- * cluster's data.  NULL without memory. */
+ * cluster's data, 2 for what writeback writes.  NULL without memory. */
 static uint8_t *thread_buf(struct f2fuse *fs, int which, size_t len)
 {
     if (pcache_alloc_fails(fs->cache))
@@ -90,7 +91,9 @@ static uint8_t *thread_buf(struct f2fuse *fs, int which, size_t len)
         pthread_setspecific(bufs_key, thread_bufs);
     }
     struct thread_bufs *b = thread_bufs;
-    return which ? grow(&b->rbuf, &b->rcap, len) : grow(&b->cbuf, &b->ccap, len);
+    return which == 2 ? grow(&b->wbuf, &b->wcap, len)
+           : which    ? grow(&b->rbuf, &b->rcap, len)
+                      : grow(&b->cbuf, &b->ccap, len);
 }
 
 static uint64_t thread_cpu_ns(void)
@@ -345,8 +348,12 @@ int cluster_prepare_change(struct f2fuse *fs, const struct inode_info *ii, struc
     uint32_t csize = 1u << ci.log_cluster_size;
     uint64_t first = index / csize * csize;
     uint32_t slots[MAX_CLUSTER];
-    err = data_map_slots(fs, ii, &page_node(ipage)->i, first, csize, slots);
+    /* the first slot says whether the cluster is compressed: the rest only then */
+    err = data_map_slots(fs, ii, &page_node(ipage)->i, first, 1, slots);
     if (err || slots[0] != COMPRESS_ADDR)
+        return err;
+    err = data_map_slots(fs, ii, &page_node(ipage)->i, first, csize, slots);
+    if (err)
         return err;
     struct page *pages[MAX_CLUSTER];
     bool missing = false;
@@ -667,7 +674,9 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
     uint32_t *addrs = fs_malloc(fs, cap * sizeof(*addrs));
     struct blk_req *reqs = fs_malloc(fs, cap * sizeof(*reqs));
     struct blk_req **rp = fs_malloc(fs, cap * sizeof(*rp));
-    uint8_t *out = blk_alloc_buf(cap * BLK);
+    /* small runs (fsync) reuse the thread's buffer; a checkpoint's big batches allocate */
+    bool own = cap * BLK > (1u << 20);
+    uint8_t *out = own ? blk_alloc_buf(cap * BLK) : thread_buf(fs, 2, cap * BLK);
     if (!run || !addrs || !reqs || !rp || !out) {
         err = -ENOMEM;
         for (size_t i = 0; i < n; i++)
@@ -708,7 +717,8 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
     free(addrs);
     free(reqs);
     free(rp);
-    free(out);
+    if (own)
+        free(out);
     return werr ? werr : err;
 }
 

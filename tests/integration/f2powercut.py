@@ -277,8 +277,11 @@ class Workload:
     MAX_HELD = 3
 
     def __init__(self, seed, nops, kind="small", cache=None, cp_data="metadata", initial=None,
-                 foreign=None):
+                 foreign=None, compress=None):
         self.seed, self.nops, self.kind = seed, nops, kind
+        # compression: the mount options that make every file the workload creates
+        # compressed (the image has the feature); the kernel here cannot check those images
+        self.compress = compress
         self.cache = cache      # the powercut mount's cache_size (small: pressure checkpoints)
         self.cp_data = cp_data  # the mount's checkpoint_data=: "metadata" (default) or "all"
         # a foreign image (f2foreign): the State its loaded tree is (durable in the base
@@ -1147,10 +1150,11 @@ def kernel_check(img, kcut, fail, chk, tot, label):
 def replay_cmd(wl, cut, torn_seed):
     me = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_powercut"),
                          T.ROOT)
-    return "F2FUSE_SEED=%d %s --workload %s --ops %d%s%s%s --cut %d%s" % (
+    return "F2FUSE_SEED=%d %s --workload %s --ops %d%s%s%s%s --cut %d%s" % (
         wl.seed, me, wl.kind, wl.nops, " --cache-size %s" % wl.cache if wl.cache else "",
         " --checkpoint-data all" if wl.cp_data == "all" else "",
-        " --foreign %s" % wl.foreign if wl.foreign else "", cut,
+        " --foreign %s" % wl.foreign if wl.foreign else "",
+        " --compress" if wl.compress else "", cut,
         " --torn-seed %d" % torn_seed if torn_seed is not None else "")
 
 
@@ -1238,6 +1242,8 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
         opts += ",powercut_torn,powercut_seed=%d" % torn_seed
     if wl.cache:
         opts += ",cache_size=%s" % wl.cache
+    if wl.compress:
+        opts += "," + wl.compress
     label = "learn" if learn else "cut %d%s" % (cut, " torn/%d" % torn_seed if torn_seed is not None
                                                  else "")
     chk.context = "%s seed %d %s" % (wl.kind, wl.seed, label)
@@ -1326,8 +1332,8 @@ def run_case_inner(base, wd, wl, cut, torn_seed, chk, tot, san, learn, verbose, 
     # the kernel's sample: cuts that left a roll-forward chain (fast fsyncs after the last
     # durable checkpoint), the ones that tell most; earlier cuts of a run see an empty tree
     chain = (rec.cut_op is not None or rec.cut_at_unmount) and rec.fast_ops
-    if not learn and chain and tot.kernel.due((wl.kind, wl.seed, wl.cp_data, wl.cache,
-                                               wl.foreign)):
+    if not learn and chain and not wl.compress and tot.kernel.due(
+            (wl.kind, wl.seed, wl.cp_data, wl.cache, wl.foreign)):
         kcut = img + ".kernel-cut"      # for the kernel's own recovery, before f2fuse's
         subprocess.run(["cp", "--sparse=always", img, kcut], check=True, timeout=60)
     try:
