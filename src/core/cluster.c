@@ -15,6 +15,7 @@
  * cluster costs the same user-visible space compressed or not - what compression saves is
  * physical (segments), as in the kernel, until the blocks are released. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -96,10 +97,12 @@ static uint8_t *thread_buf(struct f2fuse *fs, int which, size_t len)
                       : grow(&b->cbuf, &b->ccap, len);
 }
 
-static uint64_t thread_cpu_ns(void)
+/* The codecs' time: they never block, so their wall time is their CPU time, and the
+ * monotonic clock costs ~25 ns where a thread CPU clock is a system call (~1 us a call). */
+static uint64_t codec_clock_ns(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
@@ -170,9 +173,9 @@ static int decode_cluster(struct f2fuse *fs, const struct inode_info *ii,
                           int nr, uint8_t *out)
 {
     const char *why = NULL;
-    uint64_t t0 = thread_cpu_ns();
+    uint64_t t0 = codec_clock_ns();
     int err = compress_decode(ci, cbuf, (uint32_t)nr, out, &why);
-    atomic_fetch_add(&fs->clusters.decode_ns, thread_cpu_ns() - t0);
+    atomic_fetch_add(&fs->clusters.decode_ns, codec_clock_ns() - t0);
     atomic_fetch_add(&fs->clusters.decoded, 1);
     if (err == -EIO)
         err = fs_corrupt(fs, "inode %u: compressed cluster at block %llu (%s): %s", ii->ino,
@@ -231,26 +234,56 @@ struct read_job {
     uint64_t lo, hi; /* the bytes of it the caller wants */
 };
 
-/* The clusters of [cfirst, cfirst + count) that [off, off + size) touches. */
-static int read_span(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                     const struct compress_info *ci, uint8_t *buf, size_t size, uint64_t off,
-                     uint64_t cfirst, uint32_t count)
+/* One span of clusters being read: its compressed blocks' requests in flight (submitted
+ * without waiting, so that the previous span decodes meanwhile), the clusters to decode,
+ * the cached pages to lay over them. */
+struct read_span {
+    uint64_t cfirst;
+    uint32_t count;
+    uint8_t *cbuf;
+    struct read_job jobs[READ_SPAN / 4];
+    unsigned njobs;
+    struct blk_req reqs[READ_SPAN];
+    struct blk_req *rp[READ_SPAN];
+    unsigned nreq;
+    struct page *found[READ_SPAN];
+    /* completions */
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    unsigned pending;
+    int ioerr;
+};
+
+static void span_req_done(struct blk_req *req)
+{
+    struct read_span *sp = req->private;
+    int err = req->result < 0 ? (int)req->result : (uint64_t)req->result != req->len ? -EIO : 0;
+    pthread_mutex_lock(&sp->lock);
+    if (err && !sp->ioerr)
+        sp->ioerr = err;
+    if (--sp->pending == 0)
+        pthread_cond_broadcast(&sp->done);
+    pthread_mutex_unlock(&sp->lock);
+}
+
+/* Reads the plain clusters of [cfirst, cfirst + count) that [off, off + size) touches and
+ * starts the reads of its compressed ones (sp->cbuf: room for count blocks). */
+static int span_start(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                      const struct compress_info *ci, uint8_t *buf, size_t size, uint64_t off,
+                      struct read_span *sp)
 {
     uint32_t csize = 1u << ci->log_cluster_size;
     size_t rlen = (size_t)csize * BLK;
     uint64_t end = off + size;
     uint32_t slots[READ_SPAN];
-    struct page *found[READ_SPAN] = {0};
-    struct read_job jobs[READ_SPAN / 4];
-    struct blk_req reqs[READ_SPAN];
-    struct blk_req *rp[READ_SPAN];
-    unsigned njobs = 0, nreq = 0;
     size_t coff = 0;
-    uint8_t *cbuf = NULL;
-    int err = data_map_slots(fs, ii, &page_node(ipage)->i, cfirst, count, slots);
+    sp->njobs = sp->nreq = sp->pending = 0;
+    sp->ioerr = 0;
+    memset(sp->found, 0, sizeof(sp->found));
+    int err = data_map_slots(fs, ii, &page_node(ipage)->i, sp->cfirst, sp->count, slots);
     uint64_t plain_lo = 0, plain_hi = 0; /* a run of plain clusters not read yet */
-    for (uint32_t c = 0; c < count && !err; c += csize) {
-        uint64_t cbyte = (cfirst + c) * BLK;
+    for (uint32_t c = 0; c < sp->count && !err; c += csize) {
+        uint64_t cbyte = (sp->cfirst + c) * BLK;
         uint64_t lo = off > cbyte ? off : cbyte, hi = end < cbyte + rlen ? end : cbyte + rlen;
         if (lo >= hi)
             continue;
@@ -264,32 +297,50 @@ static int read_span(struct f2fuse *fs, const struct inode_info *ii, struct page
             plain_hi = hi;
             continue;
         }
-        int nr = stored_blocks(fs, ii, cfirst + c, slots + c, csize);
+        int nr = stored_blocks(fs, ii, sp->cfirst + c, slots + c, csize);
         if (nr < 0) {
             err = nr;
             break;
         }
         /* Cached pages are newer than the device or equal to it; blocks being written by
          * writeback are always read from their pages, which stay cached meanwhile. */
-        if (fs->seg && from_cache(fs, ii->ino, buf, off, lo, hi, cfirst, found))
+        if (fs->seg && from_cache(fs, ii->ino, buf, off, lo, hi, sp->cfirst, sp->found))
             continue;
-        if (!cbuf)
-            cbuf = thread_buf(fs, 0, (size_t)count * BLK);
-        if (!cbuf) {
-            err = -ENOMEM;
-            break;
-        }
-        jobs[njobs++] = (struct read_job){cfirst + c, nr, coff, lo, hi};
-        add_block_reads(slots + c, nr, cbuf + coff, reqs, rp, &nreq);
+        sp->jobs[sp->njobs++] = (struct read_job){sp->cfirst + c, nr, coff, lo, hi};
+        add_block_reads(slots + c, nr, sp->cbuf + coff, sp->reqs, sp->rp, &sp->nreq);
         coff += (size_t)nr * BLK;
     }
     if (!err && plain_hi > plain_lo)
         err = data_read_blocks(fs, ii, ipage, buf + (plain_lo - off), plain_hi - plain_lo,
                                plain_lo);
-    if (!err && nreq)
-        err = blk_submit_wait(fs->dev, rp, nreq);
-    for (unsigned j = 0; j < njobs && !err; j++) {
-        struct read_job *jb = &jobs[j];
+    if (err || !sp->nreq)
+        return err;
+    for (unsigned i = 0; i < sp->nreq; i++) {
+        sp->reqs[i].done = span_req_done;
+        sp->reqs[i].private = sp;
+    }
+    sp->pending = sp->nreq;
+    err = blk_submit(fs->dev, sp->rp, sp->nreq);
+    if (err)
+        sp->nreq = sp->pending = 0; /* none queued, none will complete */
+    return err;
+}
+
+/* Waits for a started span's reads (always, also to drop its buffer safely), decodes its
+ * clusters and lays cached pages over them. */
+static int span_finish(struct f2fuse *fs, const struct inode_info *ii,
+                       const struct compress_info *ci, uint8_t *buf, uint64_t off,
+                       struct read_span *sp, int err)
+{
+    size_t rlen = (size_t)BLK << ci->log_cluster_size;
+    pthread_mutex_lock(&sp->lock);
+    while (sp->pending)
+        pthread_cond_wait(&sp->done, &sp->lock);
+    if (!err)
+        err = sp->ioerr;
+    pthread_mutex_unlock(&sp->lock);
+    for (unsigned j = 0; j < sp->njobs && !err; j++) {
+        struct read_job *jb = &sp->jobs[j];
         uint64_t cbyte = jb->first * BLK;
         /* A whole cluster decodes straight into the caller's buffer. */
         bool whole = jb->lo == cbyte && jb->hi == cbyte + rlen;
@@ -298,11 +349,11 @@ static int read_span(struct f2fuse *fs, const struct inode_info *ii, struct page
             err = -ENOMEM;
             break;
         }
-        err = decode_cluster(fs, ii, ci, jb->first, cbuf + jb->coff, jb->nr, out);
+        err = decode_cluster(fs, ii, ci, jb->first, sp->cbuf + jb->coff, jb->nr, out);
         if (!err && !whole)
             memcpy(buf + (jb->lo - off), out + (jb->lo - cbyte), jb->hi - jb->lo);
         for (uint64_t b = jb->lo / BLK; !err && b * BLK < jb->hi; b++) {
-            struct page *p = found[b - cfirst];
+            struct page *p = sp->found[b - sp->cfirst];
             if (!p)
                 continue;
             uint64_t from = b * BLK > jb->lo ? b * BLK : jb->lo;
@@ -310,11 +361,16 @@ static int read_span(struct f2fuse *fs, const struct inode_info *ii, struct page
             memcpy(buf + (from - off), (uint8_t *)p->data + (from - b * BLK), to - from);
         }
     }
-    for (uint32_t b = 0; b < count; b++)
-        if (found[b])
-            pcache_put(fs->cache, found[b]);
+    for (uint32_t b = 0; b < sp->count; b++)
+        if (sp->found[b])
+            pcache_put(fs->cache, sp->found[b]);
+    sp->njobs = sp->nreq = 0;
     return err;
 }
+
+/* Spans of 256 KiB (at least a cluster): a 1 MiB read decodes one span while the next one's
+ * blocks come in. */
+#define PIPE_SPAN 64u
 
 int cluster_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                  size_t size, uint64_t off)
@@ -324,13 +380,45 @@ int cluster_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ip
     if (err || size == 0)
         return err;
     uint32_t csize = 1u << ci.log_cluster_size;
-    uint64_t end = off + size, last = (end - 1) / BLK;
-    for (uint64_t cfirst = off / BLK / csize * csize; !err && cfirst <= last;) {
-        uint64_t want = (last + 1 - cfirst + csize - 1) / csize * csize;
-        uint32_t count = want < READ_SPAN ? (uint32_t)want : READ_SPAN;
-        err = read_span(fs, ii, ipage, &ci, buf, size, off, cfirst, count);
-        cfirst += count;
+    uint32_t span = csize > PIPE_SPAN ? csize : PIPE_SPAN;
+    uint8_t *cbufs = thread_buf(fs, 0, 2 * (size_t)span * BLK);
+    struct read_span *sps = fs_calloc(fs, 2, sizeof(*sps));
+    if (!cbufs || !sps) {
+        free(sps);
+        return -ENOMEM;
     }
+    for (int k = 0; k < 2; k++) {
+        pthread_mutex_init(&sps[k].lock, NULL);
+        pthread_cond_init(&sps[k].done, NULL);
+        sps[k].cbuf = cbufs + (size_t)k * span * BLK;
+        sps[k].pending = sps[k].njobs = sps[k].nreq = 0;
+        sps[k].ioerr = 0;
+        memset(sps[k].found, 0, sizeof(sps[k].found));
+        sps[k].count = 0;
+    }
+    uint64_t end = off + size, last = (end - 1) / BLK;
+    struct read_span *prev = NULL;
+    int k = 0;
+    for (uint64_t cfirst = off / BLK / csize * csize; cfirst <= last; k ^= 1) {
+        struct read_span *sp = &sps[k];
+        uint64_t want = (last + 1 - cfirst + csize - 1) / csize * csize;
+        sp->cfirst = cfirst;
+        sp->count = want < span ? (uint32_t)want : span;
+        int serr = err ? 0 : span_start(fs, ii, ipage, &ci, buf, size, off, sp);
+        if (prev)
+            err = span_finish(fs, ii, &ci, buf, off, prev, err);
+        if (!err)
+            err = serr;
+        prev = sp;
+        cfirst += sp->count;
+    }
+    if (prev)
+        err = span_finish(fs, ii, &ci, buf, off, prev, err);
+    for (int j = 0; j < 2; j++) {
+        pthread_mutex_destroy(&sps[j].lock);
+        pthread_cond_destroy(&sps[j].done);
+    }
+    free(sps);
     return err;
 }
 
@@ -533,9 +621,11 @@ static int store_compressed(struct f2fuse *fs, struct page *ipage, struct cluste
     return 0;
 }
 
+/* copied: the pages are in out already (a full cluster's attempt put them there). */
 static int store_plain(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                        struct cluster_write *cw, uint32_t csize, uint64_t first,
-                       struct page *const *pages, size_t m, uint32_t *addrs, uint8_t *out)
+                       struct page *const *pages, size_t m, uint32_t *addrs, uint8_t *out,
+                       bool copied)
 {
     bool released = ii->inline_flags & F2FS_COMPRESS_RELEASED;
     uint64_t eof = eof_blocks(ii);
@@ -567,7 +657,8 @@ static int store_plain(struct f2fuse *fs, const struct inode_info *ii, struct pa
     for (uint32_t i = 0; i < n; i++) {
         take_slot(fs, ipage, cw, ks[i], news[i], released);
         addrs[js[i]] = news[i];
-        memcpy(out + js[i] * BLK, pages[js[i]]->data, BLK);
+        if (!copied)
+            memcpy(out + js[i] * BLK, pages[js[i]]->data, BLK);
     }
     if (cw->old_nr) {
         for (uint32_t k = 0; k < csize; k++)
@@ -610,22 +701,25 @@ static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page 
         full = cw.old[k] != NULL_ADDR;
     int nr = 0;
     if (full) {
-        uint8_t *rbuf = thread_buf(fs, 1, (size_t)csize * BLK);
-        if (!rbuf)
-            err = -ENOMEM;
-        for (uint32_t k = 0; !err && k < csize; k++)
-            memcpy(rbuf + (size_t)k * BLK, pages[k]->data, BLK);
-        uint64_t t0 = thread_cpu_ns();
-        nr = err ? 0 : compress_encode(ci, rbuf, out + BLK);
-        atomic_fetch_add(&fs->clusters.encode_ns, thread_cpu_ns() - t0);
+        /* The pages go where a plain cluster is written from, the stream is made beside
+         * them and laid over them when it saves a block: incompressible data costs the
+         * codec's attempt and no copy more than a plain file. */
+        for (uint32_t k = 0; k < csize; k++)
+            memcpy(out + (size_t)k * BLK, pages[k]->data, BLK);
+        uint8_t *cbuf = thread_buf(fs, 0, (size_t)(csize - 1) * BLK);
+        uint64_t t0 = codec_clock_ns();
+        nr = cbuf ? compress_encode(ci, out, cbuf) : -ENOMEM;
+        atomic_fetch_add(&fs->clusters.encode_ns, codec_clock_ns() - t0);
         if (nr == -ENOMEM)
             err = nr;
         if (nr < 0)
             nr = 0; /* a codec failure: the cluster is stored plain */
+        if (nr > 0)
+            memcpy(out + BLK, cbuf, (size_t)nr * BLK);
     }
     if (!err)
         err = nr > 0 ? store_compressed(fs, ipage, &cw, csize, nr, addrs)
-                     : store_plain(fs, ii, ipage, &cw, csize, first, pages, m, addrs, out);
+                     : store_plain(fs, ii, ipage, &cw, csize, first, pages, m, addrs, out, full);
     if (!err) {
         pcache_mark_dirty(fs->cache, cw.dn.page);
         /* The kernel keeps no read extent for a compressed file (and writes i_ext empty). */
