@@ -1,7 +1,10 @@
 /* libFuzzer harness: the compressed-cluster decoder (compress_decode) for every algorithm,
- * and the kernel's LZO / LZO-RLE decoder (lzorle_decompress) on the raw bytes.
- * Input: an algorithm byte, a cluster-size byte, a flags byte (bit 0: checksum), then the
- * cluster's blocks (header first; short input is padded with zeros to whole blocks). */
+ * and the kernel's LZO / LZO-RLE decoder (lzorle_decompress) on the raw bytes; then the same
+ * bytes as a cluster's data through the encoder (compress_encode), whose output must decode
+ * back to them.
+ * Input: an algorithm byte, a cluster-size byte, a flags byte (bit 0: checksum, bit 1: a
+ * level: LZ4HC 9, zstd 7), then the cluster's blocks (header first; short input is padded
+ * with zeros to whole blocks). */
 #include <lz4.h>
 #include <lzo/lzo1x.h>
 #include <stdio.h>
@@ -16,7 +19,7 @@
 #define BLK       4096u
 #define MAX_CLUST (BLK << 4) /* clusters up to 64 KiB keep each run fast */
 
-static uint8_t cluster[MAX_CLUST], out[MAX_CLUST];
+static uint8_t cluster[MAX_CLUST], out[MAX_CLUST], enc[MAX_CLUST];
 
 /* One seed per algorithm and cluster size: words compressed by the library itself
  * (F2FUSE_FUZZ_SEEDS=DIR, as the other harnesses). */
@@ -94,5 +97,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (err && !why && err != -12) /* every failure says why, except a lack of memory */
         abort();
     lzorle_decompress(data, size, out, (size_t)BLK << ci.log_cluster_size);
+    /* the input as plain data: what the encoder makes of it decodes back to it */
+    size_t rlen = (size_t)BLK << ci.log_cluster_size;
+    ci.level = (data[-1] & 2) ? (ci.algorithm == COMPRESS_LZ4 ? 9 : 7) : 0;
+    memset(cluster, 0, rlen);
+    memcpy(cluster, data, size < rlen ? size : rlen);
+    int enr = compress_encode(&ci, cluster, enc);
+    if (enr < 0 && enr != -12)
+        abort();
+    if (enr > 0) {
+        if ((uint32_t)enr >= 1u << ci.log_cluster_size)
+            abort(); /* a compressed cluster must save a block */
+        if (compress_decode(&ci, enc, (uint32_t)enr, out, &why) != 0 || memcmp(out, cluster, rlen))
+            abort();
+    }
     return 0;
 }
