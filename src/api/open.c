@@ -198,6 +198,7 @@ void f2fuse_close(struct f2fuse *fs)
     writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     gc_destroy(fs);
+    cluster_destroy(fs); /* cluster.c: the reads' helper thread */
     quota_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);

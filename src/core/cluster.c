@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/cluster.h"
 #include "core/compress.h"
@@ -266,11 +267,18 @@ static void span_req_done(struct blk_req *req)
     pthread_mutex_unlock(&sp->lock);
 }
 
-/* Reads the plain clusters of [cfirst, cfirst + count) that [off, off + size) touches and
- * starts the reads of its compressed ones (sp->cbuf: room for count blocks). */
+/* A run of plain clusters' bytes [lo, hi) not read yet: it grows across spans and is read
+ * in one piece when a compressed cluster or a gap ends it (or at the end of the read). */
+struct plain_run {
+    uint64_t lo, hi;
+};
+
+/* Reads the plain clusters of [cfirst, cfirst + count) that [off, off + size) touches (or
+ * adds them to the run pr) and starts the reads of its compressed ones (sp->cbuf: room for
+ * count blocks). */
 static int span_start(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                       const struct compress_info *ci, uint8_t *buf, size_t size, uint64_t off,
-                      struct read_span *sp)
+                      struct read_span *sp, struct plain_run *pr)
 {
     uint32_t csize = 1u << ci->log_cluster_size;
     size_t rlen = (size_t)csize * BLK;
@@ -281,20 +289,19 @@ static int span_start(struct f2fuse *fs, const struct inode_info *ii, struct pag
     sp->ioerr = 0;
     memset(sp->found, 0, sizeof(sp->found));
     int err = data_map_slots(fs, ii, &page_node(ipage)->i, sp->cfirst, sp->count, slots);
-    uint64_t plain_lo = 0, plain_hi = 0; /* a run of plain clusters not read yet */
     for (uint32_t c = 0; c < sp->count && !err; c += csize) {
         uint64_t cbyte = (sp->cfirst + c) * BLK;
         uint64_t lo = off > cbyte ? off : cbyte, hi = end < cbyte + rlen ? end : cbyte + rlen;
         if (lo >= hi)
             continue;
         if (slots[c] != COMPRESS_ADDR) {
-            if (plain_hi != lo) {
-                if (plain_hi > plain_lo)
-                    err = data_read_blocks(fs, ii, ipage, buf + (plain_lo - off),
-                                           plain_hi - plain_lo, plain_lo);
-                plain_lo = lo;
+            if (pr->hi != lo) {
+                if (pr->hi > pr->lo)
+                    err = data_read_blocks(fs, ii, ipage, buf + (pr->lo - off), pr->hi - pr->lo,
+                                           pr->lo);
+                pr->lo = lo;
             }
-            plain_hi = hi;
+            pr->hi = hi;
             continue;
         }
         int nr = stored_blocks(fs, ii, sp->cfirst + c, slots + c, csize);
@@ -310,9 +317,6 @@ static int span_start(struct f2fuse *fs, const struct inode_info *ii, struct pag
         add_block_reads(slots + c, nr, sp->cbuf + coff, sp->reqs, sp->rp, &sp->nreq);
         coff += (size_t)nr * BLK;
     }
-    if (!err && plain_hi > plain_lo)
-        err = data_read_blocks(fs, ii, ipage, buf + (plain_lo - off), plain_hi - plain_lo,
-                               plain_lo);
     if (err || !sp->nreq)
         return err;
     for (unsigned i = 0; i < sp->nreq; i++) {
@@ -368,9 +372,156 @@ static int span_finish(struct f2fuse *fs, const struct inode_info *ii,
     return err;
 }
 
-/* Spans of 256 KiB (at least a cluster): a 1 MiB read decodes one span while the next one's
- * blocks come in. */
-#define PIPE_SPAN 64u
+/* ---- a second thread decoding reads ------------------------------------------------------ */
+
+/* Decoding is most of a compressed read's time (LZ4 here: 0.7 ms per MiB where a plain 1 MiB
+ * read through FUSE takes 1.5), and a FUSE read is one thread's work: a helper thread takes
+ * spans of a read to decode while its reader decodes the others.  One read at a time gets
+ * help; when the helper is busy the reader decodes alone.  Started on the first read that
+ * has two spans to decode, on machines with more than one CPU. */
+struct decode_work {
+    struct f2fuse *fs;
+    const struct inode_info *ii;
+    const struct compress_info *ci;
+    uint8_t *buf;
+    uint64_t off;
+    struct read_span *sps;
+    unsigned n;       /* spans started, each to be finished exactly once */
+    atomic_uint next; /* the next span to take */
+    atomic_int err;   /* the first error */
+};
+
+struct cluster_decoder {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, idle;
+    struct decode_work *posted;  /* waiting for the helper */
+    struct decode_work *current; /* the helper is in it */
+    bool stop;
+};
+
+/* Finishes spans of w until none is left to take (in the reader and in the helper). */
+static void decode_spans(struct decode_work *w)
+{
+    for (unsigned i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) {
+        int err = span_finish(w->fs, w->ii, w->ci, w->buf, w->off, &w->sps[i],
+                              atomic_load(&w->err));
+        int none = 0;
+        if (err)
+            atomic_compare_exchange_strong(&w->err, &none, err);
+    }
+}
+
+static void *decoder_thread(void *arg)
+{
+    struct cluster_decoder *d = arg;
+    pthread_mutex_lock(&d->lock);
+    while (!d->stop) {
+        if (!d->posted) {
+            pthread_cond_wait(&d->wake, &d->lock);
+            continue;
+        }
+        struct decode_work *w = d->posted;
+        d->posted = NULL;
+        d->current = w;
+        pthread_mutex_unlock(&d->lock);
+        decode_spans(w);
+        pthread_mutex_lock(&d->lock);
+        d->current = NULL;
+        pthread_cond_broadcast(&d->idle);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return NULL;
+}
+
+static void decoder_stop(struct cluster_decoder *d)
+{
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->lock);
+    d->stop = true;
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->lock);
+    pthread_join(d->thread, NULL);
+    pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->wake);
+    pthread_cond_destroy(&d->idle);
+    free(d);
+}
+
+/* The helper, started the first time (NULL: one CPU, or it could not start). */
+static struct cluster_decoder *decoder(struct f2fuse *fs)
+{
+    struct cluster_decoder *d = atomic_load(&fs->cluster_decoder);
+    if (d)
+        return d == (void *)fs ? NULL : d; /* fs: none, and none to try again */
+    struct cluster_decoder *none = NULL;
+    d = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? calloc(1, sizeof(*d)) : NULL;
+    if (d) {
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_cond_init(&d->wake, NULL);
+        pthread_cond_init(&d->idle, NULL);
+        if (pthread_create(&d->thread, NULL, decoder_thread, d)) {
+            pthread_mutex_destroy(&d->lock);
+            pthread_cond_destroy(&d->wake);
+            pthread_cond_destroy(&d->idle);
+            free(d);
+            d = NULL;
+        }
+    }
+    if (atomic_compare_exchange_strong(&fs->cluster_decoder, &none, d ? d : (void *)fs))
+        return d;
+    decoder_stop(d); /* another reader started one first */
+    d = atomic_load(&fs->cluster_decoder);
+    return d == (void *)fs ? NULL : d;
+}
+
+void cluster_destroy(struct f2fuse *fs)
+{
+    /* fs: none from now on (a late read decodes alone rather than start another) */
+    struct cluster_decoder *d = atomic_exchange(&fs->cluster_decoder, (void *)fs);
+    if (d != (void *)fs)
+        decoder_stop(d);
+}
+
+/* Finishes the started spans sps[0, n), with the helper's hand when it is free. */
+static int finish_spans(struct f2fuse *fs, const struct inode_info *ii,
+                        const struct compress_info *ci, uint8_t *buf, uint64_t off,
+                        struct read_span *sps, unsigned n, int err)
+{
+    struct decode_work w = {
+        .fs = fs, .ii = ii, .ci = ci, .buf = buf, .off = off, .sps = sps, .n = n};
+    atomic_init(&w.next, 0);
+    atomic_init(&w.err, err);
+    unsigned jobs = 0;
+    for (unsigned i = 0; i < n; i++)
+        jobs += sps[i].njobs > 0;
+    struct cluster_decoder *d = !err && jobs > 1 ? decoder(fs) : NULL;
+    if (d) {
+        pthread_mutex_lock(&d->lock);
+        if (!d->posted && !d->current) {
+            d->posted = &w;
+            pthread_cond_signal(&d->wake);
+        }
+        pthread_mutex_unlock(&d->lock);
+    }
+    decode_spans(&w);
+    if (d) { /* w lives on this stack: the helper is out of it before it goes */
+        pthread_mutex_lock(&d->lock);
+        if (d->posted == &w)
+            d->posted = NULL;
+        while (d->current == &w)
+            pthread_cond_wait(&d->idle, &d->lock);
+        pthread_mutex_unlock(&d->lock);
+    }
+    return atomic_load(&w.err);
+}
+
+/* Spans of 256 KiB (at least a cluster), up to PIPE_DEPTH of them at once: a 1 MiB read
+ * submits all its compressed blocks together (as a plain read does) and decodes each span
+ * as its blocks arrive, with the helper, while the later ones are still coming in. */
+#define PIPE_SPAN  64u
+#define PIPE_DEPTH 8u
 
 int cluster_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                  size_t size, uint64_t off)
@@ -381,42 +532,41 @@ int cluster_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ip
         return err;
     uint32_t csize = 1u << ci.log_cluster_size;
     uint32_t span = csize > PIPE_SPAN ? csize : PIPE_SPAN;
-    uint8_t *cbufs = thread_buf(fs, 0, 2 * (size_t)span * BLK);
-    struct read_span *sps = fs_calloc(fs, 2, sizeof(*sps));
+    uint64_t first = off / BLK / csize * csize, last = (off + size - 1) / BLK;
+    uint64_t total = (last + 1 - first + csize - 1) / csize * csize;
+    uint64_t nspans = (total + span - 1) / span;
+    unsigned depth = nspans < PIPE_DEPTH ? (unsigned)nspans : PIPE_DEPTH;
+    uint8_t *cbufs = thread_buf(fs, 0, (size_t)depth * span * BLK);
+    struct read_span *sps = fs_calloc(fs, depth, sizeof(*sps));
     if (!cbufs || !sps) {
         free(sps);
         return -ENOMEM;
     }
-    for (int k = 0; k < 2; k++) {
+    for (unsigned k = 0; k < depth; k++) {
         pthread_mutex_init(&sps[k].lock, NULL);
         pthread_cond_init(&sps[k].done, NULL);
         sps[k].cbuf = cbufs + (size_t)k * span * BLK;
-        sps[k].pending = sps[k].njobs = sps[k].nreq = 0;
-        sps[k].ioerr = 0;
-        memset(sps[k].found, 0, sizeof(sps[k].found));
-        sps[k].count = 0;
     }
-    uint64_t end = off + size, last = (end - 1) / BLK;
-    struct read_span *prev = NULL;
-    int k = 0;
-    for (uint64_t cfirst = off / BLK / csize * csize; cfirst <= last; k ^= 1) {
-        struct read_span *sp = &sps[k];
-        uint64_t want = (last + 1 - cfirst + csize - 1) / csize * csize;
-        sp->cfirst = cfirst;
-        sp->count = want < span ? (uint32_t)want : span;
-        int serr = err ? 0 : span_start(fs, ii, ipage, &ci, buf, size, off, sp);
-        if (prev)
-            err = span_finish(fs, ii, &ci, buf, off, prev, err);
-        if (!err)
-            err = serr;
-        prev = sp;
-        cfirst += sp->count;
+    struct plain_run pr = {0, 0};
+    uint64_t next = first;
+    for (uint64_t done = 0; done < nspans && !err; done += depth) {
+        unsigned started = 0;
+        while (!err && started < depth && done + started < nspans) {
+            struct read_span *sp = &sps[started++];
+            uint64_t left = first + total - next;
+            sp->cfirst = next;
+            sp->count = left < span ? (uint32_t)left : span;
+            err = span_start(fs, ii, ipage, &ci, buf, size, off, sp, &pr);
+            next += sp->count;
+        }
+        /* every started span is finished, after an error too (its reads, its pages) */
+        err = finish_spans(fs, ii, &ci, buf, off, sps, started, err);
     }
-    if (prev)
-        err = span_finish(fs, ii, &ci, buf, off, prev, err);
-    for (int j = 0; j < 2; j++) {
-        pthread_mutex_destroy(&sps[j].lock);
-        pthread_cond_destroy(&sps[j].done);
+    if (!err && pr.hi > pr.lo)
+        err = data_read_blocks(fs, ii, ipage, (uint8_t *)buf + (pr.lo - off), pr.hi - pr.lo, pr.lo);
+    for (unsigned k = 0; k < depth; k++) {
+        pthread_mutex_destroy(&sps[k].lock);
+        pthread_cond_destroy(&sps[k].done);
     }
     free(sps);
     return err;

@@ -28,9 +28,15 @@ struct cluster_stats {
     atomic_uint_fast64_t gc_moved;             /* compressed clusters GC moved (blocks as are) */
 };
 
+struct cluster_decoder;
+
+/* Stops the thread that helps reads decode (at unmount). */
+void cluster_destroy(struct f2fuse *fs);
+
 /* Reads [off, off + size) of a compressed file (inside its size): plain clusters as
  * stored, compressed ones decoded; pages in the cache win over the device.  The reads of
- * every cluster in a range of up to 1 MiB go to the device together. */
+ * every cluster in a range of up to 2 MiB go to the device together, and the mount's helper
+ * thread decodes some of them when it is free. */
 int cluster_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                  size_t size, uint64_t off);
 
