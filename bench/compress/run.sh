@@ -11,18 +11,20 @@
 # CPU = the daemon's user + system time over the pass (/proc/PID/stat).  Device blocks = the
 # file's valid block addresses, counted offline (compressed clusters keep spare slots
 # reserved: the user-visible size is the same).  Configurations and kinds rotate within
-# each repetition; the table has medians and ratios to "plain".
+# each repetition; the table has medians, and ratios to "plain" (the median of the
+# repetitions' ratios: each repetition runs every configuration).
 #
-#   COMPRESS_BENCH_REPS   repetitions (default 5)
-#   COMPRESS_BENCH_MIB    size of each file (default 128)
+#   COMPRESS_BENCH_REPS   repetitions (default 5; QUICK=1: 2)
+#   COMPRESS_BENCH_MIB    size of each file (default 128; QUICK=1: 32)
 #   COMPRESS_BENCH_DIR    where the image lives (default build/bench-compress; not tmpfs)
 #   COMPRESS_BENCH_ONLY   configurations to run, comma-separated (default all)
 # Writes the table to stdout and bench/results/compress.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-reps=${COMPRESS_BENCH_REPS:-5}
-mib=${COMPRESS_BENCH_MIB:-128}
+quick=${QUICK:-}
+reps=${COMPRESS_BENCH_REPS:-$([ -n "$quick" ] && echo 2 || echo 5)}
+mib=${COMPRESS_BENCH_MIB:-$([ -n "$quick" ] && echo 32 || echo 128)}
 dir=${COMPRESS_BENCH_DIR:-build/bench-compress}
 only=${COMPRESS_BENCH_ONLY:-}
 bin=$PWD/build/f2fuse
@@ -162,7 +164,7 @@ for line in open(res):
     if name not in order:
         order.append(name)
     f = lambda x: float(x)
-    rows.setdefault((name, kind), []).append(dict(
+    rows.setdefault((name, kind), []).append(dict(rep=rep,
         w=mib / (f(t1) - f(t0)), wc=(f(c1) - f(c0)) * 1000 / hz / mib,
         r=mib / (f(t3) - f(t2)), rc=(f(c3) - f(c2)) * 1000 / hz / mib,
         enc=f(enc) / 1000 / mib, dec=f(dec) / 1000 / mib))
@@ -172,23 +174,27 @@ for line in open(blk):
     used[(name, kind)] = (int(u), int(n))
 order.sort(key=lambda n: n != "plain")
 med = lambda name, kind, k: statistics.median(r[k] for r in rows[(name, kind)])
+def ratio(name, kind, k):  # the median of each repetition's ratio to plain's
+    base = {r["rep"]: r[k] for r in rows[("plain", kind)]}
+    return statistics.median(r[k] / base[r["rep"]] for r in rows[(name, kind)])
 lines = ["# Compressed files: sequential write and read", "",
          "%s UTC, %s repetitions (medians), %d MiB files; write = dd 1 MiB writes + "
          "`f2fuse sync`, read = O_DIRECT 1 MiB reads in a fresh ro mount; CPU = the daemon's "
          "ms per MiB (codec: the time in the codec alone); device = blocks the file holds on "
-         "the device, of its size." % (time.strftime("%Y-%m-%d %H:%M", time.gmtime()), reps, mib),
+         "the device, of its size; vs plain: the median of the repetitions' ratios." % (
+             time.strftime("%Y-%m-%d %H:%M", time.gmtime()), reps, mib),
          ""]
 for kind, title in (("text", "compressible text"), ("rand", "random data")):
     lines += ["## %s" % title, "",
               "| config | write MB/s | vs plain | CPU ms/MiB (codec) | read MB/s | vs plain | "
               "CPU ms/MiB (codec) | device |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    pw, pr = med("plain", kind, "w"), med("plain", kind, "r")
     for name in order:
         w, r = med(name, kind, "w"), med(name, kind, "r")
         u, n = used[(name, kind)]
         lines.append("| %s | %.0f | %.2f | %.1f (%.1f) | %.0f | %.2f | %.1f (%.1f) | %.0f %% |" % (
-            name, w, w / pw, med(name, kind, "wc"), med(name, kind, "enc"), r, r / pr,
+            name, w, ratio(name, kind, "w"), med(name, kind, "wc"), med(name, kind, "enc"), r,
+            ratio(name, kind, "r"),
             med(name, kind, "rc"), med(name, kind, "dec"), 100.0 * u / n))
     lines.append("")
 open(out, "w").write("\n".join(lines))
