@@ -701,7 +701,9 @@ static int enable_locked(struct f2fuse *fs, struct inode_info *ii, struct page *
         return -EEXIST;
     if (ii->flags & F2FS_APPEND_FL)
         return -EPERM;
-    if (compress_file(ii)) /* its tree would be written through clusters f2fuse cannot write */
+    /* not supported (README Limitations): the tree past EOF would be clusters, and data
+     * decoded from a cluster is not verified */
+    if (compress_file(ii))
         return -EOPNOTSUPP;
     if (inode_writers(fs, ii->ino))
         return -ETXTBSY; /* deny_write_access: no writable open may exist */
