@@ -6,16 +6,18 @@
 # apt-get; otherwise it names the packages and fails.
 set -euo pipefail
 declare -A group=(
+    # libicu-dev: the Unicode data casefolded directories fold names with (casefold.c)
     [build]="build-essential pkg-config libfuse3-dev liburing-dev libblkid-dev
-             android-libsparse-dev"
+             android-libsparse-dev libicu-dev"
     # make run: mkfs.f2fs for a new image, fusermount3 to unmount it
     [run]="fuse3 f2fs-tools"
     # the suite: f2fs-tools are the oracle; img2simg, sfdisk, mksquashfs build test images;
     # user-mode-linux + kmod run Linux 6.1's f2fs as a process (test_kernel_oracle); attr and
     # acl for *fattr/*facl; clang for test_fuzz's harnesses; mkfs.ext4 and xz for the
-    # foreign inputs of test_image_formats
+    # foreign inputs of test_image_formats; unicode-data's DerivedAge.txt for test_casefold's
+    # model of the kernel's Unicode 12.1 folding
     [test]="fuse3 f2fs-tools util-linux python3 android-sdk-libsparse-utils fdisk
-            squashfs-tools user-mode-linux kmod attr acl clang e2fsprogs xz-utils"
+            squashfs-tools user-mode-linux kmod attr acl clang e2fsprogs xz-utils unicode-data"
     # fio workloads, PNG plots, fuse2fs as the FUSE ext4 reference of bench/fio
     [bench]="fuse3 f2fs-tools util-linux python3 fio python3-matplotlib fuse2fs"
     [fuzz]="clang f2fs-tools"

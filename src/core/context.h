@@ -24,6 +24,7 @@ struct nat_manager;
 struct discard_control;
 struct wb_control;
 struct gc_control;
+struct casefold;
 struct inode_ref;
 
 #define INODE_LOCK_STRIPES 64
@@ -62,6 +63,7 @@ struct f2fuse {
     struct discard_control *discard; /* discard.c */
     struct wb_control *wb;           /* writeback.c: the flusher, throttling, tunables */
     struct gc_control *gc;           /* gc.c: segment cleaning */
+    struct casefold *casefold;       /* casefold.c: the encoding (NULL without casefold) */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
