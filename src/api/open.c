@@ -140,6 +140,8 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
     if (!err)
         err = super_load(fs);
     if (!err)
+        err = casefold_init(fs); /* casefold.c: the encoding of casefolded directories */
+    if (!err)
         err = checkpoint_load(fs);
     if (!err)
         err = root_check(fs);
@@ -196,6 +198,7 @@ void f2fuse_close(struct f2fuse *fs)
     writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     gc_destroy(fs);
+    casefold_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
     pcache_destroy(fs->cache);

@@ -19,6 +19,9 @@
 
 #include "core/casefold.h"
 #include "core/context.h"
+#include "core/dir.h"
+#include "core/dirname.h"
+#include "core/inode.h"
 #include "util/log.h"
 
 struct casefold {
@@ -297,6 +300,44 @@ int casefold_fold(const uint8_t *name, size_t len, uint8_t *out)
         }
     }
     return o.full ? -EINVAL : (int)o.len;
+}
+
+/* ---- names in casefolded directories ---- */
+
+int casefold_name_init(struct f2fuse *fs, const struct inode_info *dir, struct dir_name *dn)
+{
+    if (!fs->casefold) /* inode.c refuses the flag on an image without the feature */
+        return fs_corrupt(fs, "directory %u is casefolded on an image without casefolding",
+                          dir->ino);
+    dn->casefolded = true;
+    int n = casefold_fold(dn->name, dn->len, dn->folded_name);
+    if (n > 0) { /* an empty fold does not count: the kernel treats it as a failure */
+        dn->folded = true;
+        dn->folded_len = (uint8_t)n;
+        dn->hash = tea_hash(dn->folded_name, (size_t)n);
+        return 0;
+    }
+    if (fs->casefold->strict)
+        return -EINVAL;
+    dn->hash = tea_hash(dn->name, dn->len);
+    return 0;
+}
+
+bool casefold_same(const struct dir_name *dn, const uint8_t *stored, size_t len)
+{
+    uint8_t folded[CASEFOLD_MAX];
+    int n = casefold_fold(stored, len, folded);
+    return n == dn->folded_len && memcmp(folded, dn->folded_name, (size_t)n) == 0;
+}
+
+bool casefold_placed(struct f2fuse *fs, uint32_t hash, const uint8_t *stored, size_t len)
+{
+    uint8_t folded[CASEFOLD_MAX];
+    int n = casefold_fold(stored, len, folded);
+    if (n > 0)
+        return hash == tea_hash(folded, (size_t)n);
+    /* A strict directory finds no name that does not fold, wherever it sits. */
+    return casefold_strict(fs) || hash == tea_hash(stored, len);
 }
 
 /* ---- the mount's encoding ---- */

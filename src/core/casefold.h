@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 struct f2fuse;
+struct inode_info;
+struct dir_name;
 
 /* The superblock's encoding fields (the kernel's f2fs_sb_encoding_map, SB_ENC_*). */
 #define F2FS_ENC_UTF8_12_1          1
@@ -37,6 +39,15 @@ int casefold_fold(const uint8_t *name, size_t len, uint8_t *out);
 
 /* Whether the strict flag is set (names that cannot be folded are refused). */
 bool casefold_strict(const struct f2fuse *fs);
+
+/* dirname.c's casefolded directories (the kernel's f2fs_init_casefolded_name,
+ * f2fs_hash_filename, generic_ci_match): the hash of the folded name, or of the bytes when
+ * the name does not fold (-EINVAL instead in strict mode). */
+int casefold_name_init(struct f2fuse *fs, const struct inode_info *dir, struct dir_name *dn);
+/* Whether a stored name folds to dn's folded name. */
+bool casefold_same(const struct dir_name *dn, const uint8_t *stored, size_t len);
+/* Whether a stored entry carries the hash its name gets in a casefolded directory. */
+bool casefold_placed(struct f2fuse *fs, uint32_t hash, const uint8_t *stored, size_t len);
 
 /* Linear search after a hash miss (the kernel's compat lookup, for entries a kernel with
  * another folding hashed): whether dir may still hold such entries, and the record that a
