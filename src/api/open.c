@@ -20,8 +20,6 @@ static const char *rw_refusal(struct f2fuse *fs)
         return "the image uses encryption";
     if (f & F2FS_FEATURE_COMPRESSION)
         return "the image uses compression";
-    if (f & F2FS_FEATURE_CASEFOLD)
-        return "the image uses casefolding";
     if (f & F2FS_FEATURE_VERITY)
         return "the image uses fs-verity";
     if (f & (F2FS_FEATURE_QUOTA_INO | F2FS_FEATURE_PRJQUOTA))
