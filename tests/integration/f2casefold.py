@@ -83,10 +83,12 @@ def replacement(cp):
 
 
 # units: ("c", cp, ccc) a character, ("b", byte) a stray continuation byte, ("i",) an ignorable
-def _units(cp):
+def _units(cp, keep_ignorables=False):
     if cp < 0x80:
         return [("c", cp + 32 if 0x41 <= cp <= 0x5A else cp, 0)]
     a = age_class(cp)
+    if keep_ignorables and ignorable(cp):
+        return [("c", cp, 0)]
     if a != 2 and ignorable(cp):        # reserved ignorables too, but not ones assigned later
         return [("i",)]
     if a != 1:                          # the 12.1 table has no data: itself, a starter
@@ -126,11 +128,12 @@ def _emit(out, u):
         out += chr(u[1]).encode("utf-8", "surrogatepass")
 
 
-def fold(name, limit=NAME_LEN - 1):
+def fold(name, limit=NAME_LEN - 1, keep_ignorables=False):
     """The kernel's folded bytes of name, or None when it cannot fold it.  A NUL ends the
     name; a byte 0x80-0xBF where a character should start is passed through (once per pass
     over a run of combining marks, as the kernel's reader does); combining marks between two
-    starters come out by ascending class, an ignorable counting as a starter."""
+    starters come out by ascending class, an ignorable counting as a starter.
+    keep_ignorables: as kernels from 6.12 to 6.13-rc2 folded (ignorables kept as they are)."""
     name = bytes(name)
     n = name.find(b"\0")
     n = len(name) if n < 0 else n
@@ -145,7 +148,7 @@ def fold(name, limit=NAME_LEN - 1):
         d = _decode(name, i, n)
         if d is None:
             return None
-        units += _units(d[0])
+        units += _units(d[0], keep_ignorables)
         i += d[1]
     out = bytearray()
     i = 0
