@@ -29,7 +29,7 @@ SANFLAGS :=
 OPT      := -O2 -g
 endif
 
-PKGS     := fuse3 liburing blkid liblz4 lzo2 libzstd libcrypto
+PKGS     := fuse3 liburing blkid liblz4 lzo2 libzstd libcrypto icu-uc
 # Debian's android-libsparse(-dev) ships no pkg-config file and keeps the library in a
 # private directory (the one its own simg2img finds through RUNPATH).
 SPARSE_DIR    := /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/android
@@ -126,7 +126,7 @@ install: $(BUILD)/f2fuse $(LIB)
 	install -m 644 man/f2fuse.8 $(DESTDIR)$(MANDIR)/man8/f2fuse.8
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	    'Name: libf2fuse' 'Description: f2fs images in user space (read and write)' \
-	    'Version: $(VERSION)' 'Requires: liburing blkid libcrypto' \
+	    'Version: $(VERSION)' 'Requires: liburing blkid liblz4 lzo2 libzstd libcrypto icu-uc' \
 	    'Libs: -L$${libdir} -lf2fuse $(SPARSE_LIBS) -lpthread' 'Cflags: -I$${includedir}' \
 	    >$(DESTDIR)$(PCDIR)/f2fuse.pc
 	chmod 644 $(DESTDIR)$(PCDIR)/f2fuse.pc

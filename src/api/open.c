@@ -18,8 +18,6 @@ static const char *rw_refusal(struct f2fuse *fs)
     uint32_t f = fs->features, flags = le32(fs->cp->ckpt_flags);
     if (f & F2FS_FEATURE_ENCRYPT)
         return "the image uses encryption";
-    if (f & F2FS_FEATURE_CASEFOLD)
-        return "the image uses casefolding";
     if (f & (F2FS_FEATURE_RO | F2FS_FEATURE_BLKZONED))
         return "the image layout is read-only or zoned";
     if (le32(fs->sb.cp_payload) || (flags & CP_LARGE_NAT_BITMAP_FLAG))
@@ -142,6 +140,8 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
     if (!err)
         err = super_load(fs);
     if (!err)
+        err = casefold_init(fs); /* casefold.c: the encoding of casefolded directories */
+    if (!err)
         err = checkpoint_load(fs);
     if (!err)
         err = root_check(fs);
@@ -198,6 +198,7 @@ void f2fuse_close(struct f2fuse *fs)
     writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     gc_destroy(fs);
+    casefold_destroy(fs);
     quota_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);

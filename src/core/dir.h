@@ -13,6 +13,8 @@ struct f2fuse;
 struct inode_info;
 
 uint32_t dentry_hash(const uint8_t *name, size_t len);
+/* The TEA hash alone, without dentry_hash's 0 for "." and "..". */
+uint32_t tea_hash(const uint8_t *name, size_t len);
 
 int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
                const char *name, size_t len, uint32_t *ino);

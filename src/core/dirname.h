@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/casefold.h"
+
 struct f2fuse;
 struct inode_info;
 
@@ -19,14 +21,33 @@ struct dir_name {
     const uint8_t *name; /* as the caller gave it: what a new entry stores */
     size_t len;
     uint32_t hash; /* the hash_code of its entry */
+    /* In a casefolded directory (casefold.c): stored names match by their folded form when
+     * this name folds, by their bytes when it does not. */
+    bool casefolded;
+    bool folded;
+    uint8_t folded_len;
+    uint8_t folded_name[CASEFOLD_MAX];
 };
 
 /* Prepares name for an operation on dir: -ENAMETOOLONG past F2FS_NAME_LEN, -ENOENT for an
- * empty name. */
+ * empty name, -EINVAL for a name a strict casefolded directory cannot fold. */
 int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, const char *name, size_t len,
                   struct dir_name *dn);
 /* Whether the stored entry (its hash and name bytes) is dn. */
 bool dir_name_matches(struct f2fuse *fs, const struct inode_info *dir, const struct dir_name *dn,
                       uint32_t stored_hash, const uint8_t *stored, size_t stored_len);
+/* The name test alone: a scan after a hash miss (dir_name_scan_on_miss) ignores hashes. */
+bool dir_name_same(struct f2fuse *fs, const struct inode_info *dir, const struct dir_name *dn,
+                   const uint8_t *stored, size_t stored_len);
+/* Whether a miss of the hashed lookup must be confirmed by a scan of every entry: entries a
+ * kernel with another folding hashed may sit in other buckets (casefold.c). */
+bool dir_name_scan_on_miss(struct f2fuse *fs, const struct inode_info *dir,
+                           const struct dir_name *dn);
+/* A scan met only entries hashed as their names are here: no more scans of dir. */
+void dir_name_scan_clean(struct f2fuse *fs, const struct inode_info *dir);
+/* Whether a stored entry carries the hash its name gets here (a scan notes those that do
+ * not). */
+bool dir_name_placed(struct f2fuse *fs, const struct inode_info *dir, uint32_t stored_hash,
+                     const uint8_t *stored, size_t stored_len);
 
 #endif

@@ -188,6 +188,9 @@ int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struc
         return fs_corrupt(fs, "inode %u: inline data on a file of mode 0%o", ino, ii->mode);
     if ((ii->inline_flags & F2FS_INLINE_DENTRY) && !is_dir)
         return fs_corrupt(fs, "inode %u: inline dentries on a non-directory", ino);
+    /* As the kernel's sanity_check_inode: names under it could not be hashed. */
+    if ((ii->flags & F2FS_CASEFOLD_FL) && !(fs->features & F2FS_FEATURE_CASEFOLD))
+        return fs_corrupt(fs, "inode %u: casefold flag on an image without casefolding", ino);
     if ((ii->inline_flags & F2FS_INLINE_DATA) && ii->size > inline_data_size(ii))
         return fs_corrupt(fs, "inode %u: inline file of %llu bytes, the inline area holds %u", ino,
                           (unsigned long long)ii->size, inline_data_size(ii));
