@@ -29,7 +29,7 @@ SANFLAGS :=
 OPT      := -O2 -g
 endif
 
-PKGS     := fuse3 liburing blkid
+PKGS     := fuse3 liburing blkid libcrypto
 # Debian's android-libsparse(-dev) ships no pkg-config file and keeps the library in a
 # private directory (the one its own simg2img finds through RUNPATH).
 SPARSE_DIR    := /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/android
@@ -107,7 +107,7 @@ man: $(BUILD)/f2fuse
 # `make install PREFIX=/usr/local DESTDIR=` puts f2fuse in $(BINDIR) (where mount.fuse3 finds
 # it for `mount -t fuse.f2fuse` and fstab lines: /bin/sh's default PATH), f2fuse(8) in
 # $(MANDIR)/man8, and libf2fuse.a, f2fuse.h and f2fuse.pc for `pkg-config --cflags --libs
-# f2fuse`.  The library is static: liburing and libblkid come in through Requires, libsparse
+# f2fuse`.  The library is static: liburing, libblkid and libcrypto come in through Requires, libsparse
 # (no .pc file on Debian) through Libs.
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
@@ -126,7 +126,7 @@ install: $(BUILD)/f2fuse $(LIB)
 	install -m 644 man/f2fuse.8 $(DESTDIR)$(MANDIR)/man8/f2fuse.8
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	    'Name: libf2fuse' 'Description: f2fs images in user space (read and write)' \
-	    'Version: $(VERSION)' 'Requires: liburing blkid' \
+	    'Version: $(VERSION)' 'Requires: liburing blkid libcrypto' \
 	    'Libs: -L$${libdir} -lf2fuse $(SPARSE_LIBS) -lpthread' 'Cflags: -I$${includedir}' \
 	    >$(DESTDIR)$(PCDIR)/f2fuse.pc
 	chmod 644 $(DESTDIR)$(PCDIR)/f2fuse.pc

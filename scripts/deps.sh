@@ -7,7 +7,7 @@
 set -euo pipefail
 declare -A group=(
     [build]="build-essential pkg-config libfuse3-dev liburing-dev libblkid-dev
-             android-libsparse-dev"
+             android-libsparse-dev libssl-dev"
     # make run: mkfs.f2fs for a new image, fusermount3 to unmount it
     [run]="fuse3 f2fs-tools"
     # the suite: f2fs-tools are the oracle; img2simg, sfdisk, mksquashfs build test images;
@@ -15,7 +15,8 @@ declare -A group=(
     # acl for *fattr/*facl; clang for test_fuzz's harnesses; mkfs.ext4 and xz for the
     # foreign inputs of test_image_formats
     [test]="fuse3 f2fs-tools util-linux python3 android-sdk-libsparse-utils fdisk
-            squashfs-tools user-mode-linux kmod attr acl clang e2fsprogs xz-utils"
+            squashfs-tools user-mode-linux kmod attr acl clang e2fsprogs xz-utils
+            python3-cryptography"
     # fio workloads, PNG plots, fuse2fs as the FUSE ext4 reference of bench/fio
     [bench]="fuse3 f2fs-tools util-linux python3 fio python3-matplotlib fuse2fs"
     [fuzz]="clang f2fs-tools"

@@ -269,6 +269,31 @@ ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *i
     return ret;
 }
 
+ssize_t xattr_get_index(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                        uint8_t index, const char *name, void *value, size_t size)
+{
+    struct get_ctx c = {.index = index, .name = name, .name_len = strlen(name)};
+    uint8_t *buf;
+    size_t len;
+    int err = xattr_load(fs, ii, ipage, &buf, &len);
+    if (err || !buf)
+        return err ? err : -ENODATA;
+    ssize_t ret = xattr_walk(fs, ii->ino, buf, len, get_visit, &c);
+    if (ret >= 0 && !c.found)
+        ret = -ENODATA;
+    if (ret >= 0) {
+        size_t vlen = le16(c.found->e_value_size);
+        if (vlen > size) {
+            ret = -ERANGE;
+        } else {
+            memcpy(value, (const uint8_t *)c.found->e_name + c.found->e_name_len, vlen);
+            ret = (ssize_t)vlen;
+        }
+    }
+    free(buf);
+    return ret;
+}
+
 /* ---- write side ---- */
 
 /* Converts a posix_acl_xattr value to f2fs's compact ACL; returns its size or -EINVAL. */

@@ -15,6 +15,10 @@ ssize_t xattr_get(struct f2fuse *fs, const struct inode_info *ii, struct page *i
                   const char *name, void *value, size_t size);
 ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, char *list,
                    size_t size);
+/* An attribute by its on-disk index and name, as stored: the internal ones (the encryption
+ * context, ...) that xattr_get hides.  -ENODATA when absent, -ERANGE when over size. */
+ssize_t xattr_get_index(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                        uint8_t index, const char *name, void *value, size_t size);
 #define XATTR_CREATE_FLAG  1 /* = XATTR_CREATE */
 #define XATTR_REPLACE_FLAG 2 /* = XATTR_REPLACE */
 /* Sets (value != NULL) or removes an attribute; flags as setxattr(2). */
