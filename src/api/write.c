@@ -18,7 +18,8 @@ int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name)
 
 int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino)
 {
-    return inode_open(fs, ino);
+    int err = f2fuse_open_check(fs, ino);
+    return err ? err : inode_open(fs, ino);
 }
 
 /* The public entry points: an operation that fails part-way turns the mount read-only

@@ -11,6 +11,7 @@
 #include "core/acl.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/fscrypt.h"
 #include "core/inode.h"
 #include "core/locks.h"
 #include "core/namei.h"
@@ -144,7 +145,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
             ret = -EISDIR;
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
-        else
+        else if (!(ret = fscrypt_check_contents(&ii)))
             ret = claim_rest(fs, &ii, ipage, first, span, off + size, &claim);
         if (ret == 0)
             ret = remove_privs(fs, &ii, ipage, flags & F2FUSE_WRITE_KILL_SUIDGID, mode_changed);
@@ -185,6 +186,8 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
             err = -EISDIR;
         else if (!S_ISREG(ii.mode))
             err = -EINVAL;
+        else
+            err = fscrypt_check_contents(&ii); /* fscrypt_prepare_setattr */
         if (!err)
             err = remove_privs(fs, &ii, ipage, sa->valid & F2FUSE_SET_KILL_SUIDGID, NULL);
         if (!err && sa->size != ii.size) {
@@ -225,7 +228,7 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
         err = inode_decode(fs, ipage, ino, &ii);
     }
     if (!err && attr)
-        err = inode_fill_attr(fs, ri, &ii, attr);
+        err = inode_fill_attr(fs, ipage, &ii, attr);
     pcache_put(fs->cache, ipage);
     file_end(fs, ino);
     return err;
@@ -295,6 +298,9 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         err = S_ISDIR(ii.mode) ? -EISDIR : -ENODEV;
         goto put;
     }
+    err = fscrypt_check_contents(&ii);
+    if (err)
+        goto put;
     uint64_t end = off + len;
     if (end > data_max_size(&ii)) {
         err = -EFBIG;

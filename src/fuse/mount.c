@@ -323,6 +323,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int err = 0;
     if (d->read_only && (fi->flags & O_ACCMODE) != O_RDONLY)
         err = -EROFS;
+    if (!err && d->read_only)
+        err = f2fuse_open_check(d->fs, to_f2fs(d, ino));
     if (!err && !d->read_only) {
         err = f2fuse_open_inode(d->fs, to_f2fs(d, ino));
         fi->fh = !err;
