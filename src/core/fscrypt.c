@@ -77,17 +77,17 @@ const char *fscrypt_policy_unsupported(const struct fscrypt_context *ctx, bool c
     if (ctx->version == FSCRYPT_CONTEXT_V1) {
         if (!modes_v1(ctx->contents_mode, ctx->filenames_mode))
             return "unknown pair of modes";
-        if (ctx->flags & ~(FSCRYPT_FLAGS_PAD_MASK | FSCRYPT_FLAG_DIRECT_KEY))
+        if (ctx->flags & ~(FSCRYPT_POLICY_FLAGS_PAD_MASK | FSCRYPT_POLICY_FLAG_DIRECT_KEY))
             return "unknown flags";
-        if (ctx->flags & FSCRYPT_FLAG_DIRECT_KEY)
+        if (ctx->flags & FSCRYPT_POLICY_FLAG_DIRECT_KEY)
             return direct_key_unsupported(ctx);
         return casefolded_dir ? "a v1 policy on a casefolded directory" : NULL;
     }
     if (!modes_v2(ctx->contents_mode, ctx->filenames_mode))
         return "unknown pair of modes";
-    uint8_t iv_flags = FSCRYPT_FLAG_DIRECT_KEY | FSCRYPT_FLAG_IV_INO_LBLK64 |
-                       FSCRYPT_FLAG_IV_INO_LBLK32;
-    if (ctx->flags & ~(FSCRYPT_FLAGS_PAD_MASK | iv_flags))
+    uint8_t iv_flags = FSCRYPT_POLICY_FLAG_DIRECT_KEY | FSCRYPT_POLICY_FLAG_IV_INO_LBLK_64 |
+                       FSCRYPT_POLICY_FLAG_IV_INO_LBLK_32;
+    if (ctx->flags & ~(FSCRYPT_POLICY_FLAGS_PAD_MASK | iv_flags))
         return "unknown flags";
     uint8_t iv = ctx->flags & iv_flags;
     if (iv & (iv - 1))
@@ -95,9 +95,9 @@ const char *fscrypt_policy_unsupported(const struct fscrypt_context *ctx, bool c
     uint8_t dus = ctx->log2_data_unit_size;
     if (dus && (dus > 12 || dus < 9))
         return "a data unit size outside 512..4096";
-    if (dus && dus != 12 && (iv & FSCRYPT_FLAG_IV_INO_LBLK32))
+    if (dus && dus != 12 && (iv & FSCRYPT_POLICY_FLAG_IV_INO_LBLK_32))
         return "sub-block data units with IV_INO_LBLK_32";
-    if (iv == FSCRYPT_FLAG_DIRECT_KEY)
+    if (iv == FSCRYPT_POLICY_FLAG_DIRECT_KEY)
         return direct_key_unsupported(ctx);
     if (iv && ctx->contents_mode != FSCRYPT_MODE_AES_256_XTS)
         return "IV_INO_LBLK_* with contents not in AES-256-XTS";

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/fscrypt.h>
 #include <sys/types.h>
 
 #include "cache/pcache.h"
@@ -26,23 +27,12 @@ struct f2fuse;
 #define FSCRYPT_CONTEXT_MAX     FSCRYPT_CONTEXT_V2_SIZE
 #define FSCRYPT_NONCE_SIZE      16
 
-/* Policy flags (include/uapi/linux/fscrypt.h). */
-#define FSCRYPT_FLAGS_PAD_MASK     0x03
-#define FSCRYPT_FLAG_DIRECT_KEY    0x04
-#define FSCRYPT_FLAG_IV_INO_LBLK64 0x08
-#define FSCRYPT_FLAG_IV_INO_LBLK32 0x10
-
-/* Mode numbers. */
-enum fscrypt_mode {
-    FSCRYPT_MODE_AES_256_XTS = 1,
-    FSCRYPT_MODE_AES_256_CTS = 4,
-    FSCRYPT_MODE_AES_128_CBC = 5,
-    FSCRYPT_MODE_AES_128_CTS = 6,
-    FSCRYPT_MODE_SM4_XTS = 7,
-    FSCRYPT_MODE_SM4_CTS = 8,
-    FSCRYPT_MODE_ADIANTUM = 9,
-    FSCRYPT_MODE_AES_256_HCTR2 = 10,
-};
+/* Policy flags and mode numbers: include/uapi/linux/fscrypt.h (Debian's linux-libc-dev
+ * predates the SM4 modes). */
+#ifndef FSCRYPT_MODE_SM4_XTS
+#define FSCRYPT_MODE_SM4_XTS 7
+#define FSCRYPT_MODE_SM4_CTS 8
+#endif
 
 /* A parsed context.  The policy is everything but the nonce: files of one encrypted tree
  * share it (fscrypt_has_permitted_context). */
