@@ -16,8 +16,6 @@
 static const char *rw_refusal(struct f2fuse *fs)
 {
     uint32_t f = fs->features, flags = le32(fs->cp->ckpt_flags);
-    if (f & F2FS_FEATURE_ENCRYPT)
-        return "the image uses encryption";
     if (f & F2FS_FEATURE_COMPRESSION)
         return "the image uses compression";
     if (f & F2FS_FEATURE_CASEFOLD)
