@@ -229,6 +229,9 @@ struct f2fuse_fileattr {
     bool from_xflags;
 };
 int f2fuse_fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr *fa);
+/* The 16-byte nonce of an encrypted inode's encryption context (FS_IOC_GET_ENCRYPTION_NONCE):
+ * -ENODATA when the inode is not encrypted, -EIO when its context is damaged. */
+int f2fuse_encryption_nonce(struct f2fuse *fs, uint32_t ino, uint8_t nonce[16]);
 /* caller_uid: only the owner and root may change flags (EPERM otherwise). */
 int f2fuse_fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *fa,
                         uint32_t caller_uid);

@@ -193,6 +193,21 @@ int f2fuse_open_check(struct f2fuse *fs, uint32_t ino)
     return (int)read_inode(fs, ino, open_step, NULL);
 }
 
+static ssize_t nonce_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                          void *nonce)
+{
+    struct fscrypt_context ctx;
+    int err = fscrypt_encrypted(ii) ? fscrypt_inode_context(fs, ii, ipage, &ctx) : -ENODATA;
+    if (!err)
+        memcpy(nonce, ctx.nonce, sizeof(ctx.nonce));
+    return err;
+}
+
+int f2fuse_encryption_nonce(struct f2fuse *fs, uint32_t ino, uint8_t nonce[16])
+{
+    return (int)read_inode(fs, ino, nonce_step, nonce);
+}
+
 static ssize_t getxattr_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                              void *arg)
 {
