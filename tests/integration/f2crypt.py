@@ -33,8 +33,8 @@ AES-256-CBC-CTS are not implemented.
 
 Module use:  Image(path) -> encrypt_tree(path, key, policy) -> Record; decrypt_tree(path, key);
              nokey_names(path) (what a keyless listing shows); nokey_name(hash, ciphertext).
-Command line: f2crypt.py selftest | encrypt IMG DIR KEYHEX [v1|v2] | decrypt IMG DIR KEYHEX |
-              nokey IMG DIR
+Command line: f2crypt.py selftest | encrypt IMG DIR KEYHEX [v1|v2] | decrypt IMG DIR KEYHEX
+              (kind, SHA-256, path per line) | nokey IMG DIR (for tests under other Pythons)
 """
 
 import hashlib
@@ -862,8 +862,10 @@ def main(argv):
         for rel, e in sorted(rec.entries.items()):
             print(e["kind"], e["ino"], rel.decode("utf-8", "replace"))
     elif len(argv) == 5 and argv[1] == "decrypt":
+        # kind, SHA-256 of the contents or target ("-" for a directory), path
         for rel, (kind, data) in sorted(decrypt_tree(argv[2], argv[3], bytes.fromhex(argv[4])).items()):
-            print(kind, rel.decode("utf-8", "replace"), len(data) if data is not None else "")
+            print(kind, hashlib.sha256(data).hexdigest() if data is not None else "-",
+                  rel.decode("utf-8", "replace"))
     elif len(argv) == 4 and argv[1] == "nokey":
         with Image(argv[2]) as img:
             ino = _dir_ino(img, argv[3])
