@@ -660,7 +660,8 @@ def seal_fsynced(image, dir_path, key, ino, seed=0):
         nb = im.block(newest)
         name = bytes(nb[92:92 + struct.unpack_from("<I", nb, 88)[0]])
         ct = dk.encrypt_name(name)
-        h = f2fs_hash(ct)
+        casefolded = struct.unpack_from("<I", im.inode(dino)["raw"], 80)[0] & CASEFOLD_FL
+        h = dk.dirhash(name) if casefolded else f2fs_hash(ct)
         nonce = bytes(random.Random(seed).getrandbits(8) for _ in range(16))
         ctx = dk.policy.context(MasterKey(key), nonce)
         fk = InodeKeys(MasterKey(key), dk.policy, nonce, ino, img.uuid, True)
@@ -676,6 +677,8 @@ def seal_fsynced(image, dir_path, key, ino, seed=0):
             raw[2] |= FADVISE_ENCRYPT | FADVISE_ENC_NAME
             raw[92:92 + 255] = bytes(255)
             raw[92:92 + len(ct)] = ct
+            if casefolded and len(ct) + 4 <= 255:     # the keyed hash, for recovery
+                struct.pack_into("<I", raw, 92 + len(ct), h)
             struct.pack_into("<I", raw, 88, len(ct))
             if im.feature & FEAT_INODE_CHKSUM and raw[3] & 0x20 and \
                     struct.unpack_from("<H", raw, 360)[0] >= 12:
