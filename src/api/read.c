@@ -75,7 +75,8 @@ static ssize_t found_step(struct f2fuse *fs, const struct inode_info *ii, struct
                           void *arg)
 {
     struct lookup_args *a = arg;
-    if (a->encrypted_dir && (S_ISDIR(ii->mode) || S_ISLNK(ii->mode))) {
+    bool dots = a->name[0] == '.' && (a->len == 1 || (a->len == 2 && a->name[1] == '.'));
+    if (a->encrypted_dir && !dots && (S_ISDIR(ii->mode) || S_ISLNK(ii->mode))) {
         struct fscrypt_context ctx;
         int err = fscrypt_encrypted(ii) ? fscrypt_inode_context(fs, ii, ipage, &ctx) : 0;
         if (err)

@@ -4,7 +4,7 @@
  * "c": the policy (modes, flags, master key) and a per-file nonce.  Without the key f2fuse
  * keeps everything encrypted as it is and shows it as the kernel does: names as no-key
  * names (base64url of the entry's hash and ciphertext, long ones abbreviated by SHA-256),
- * symlink targets the same way, contents refused with ENOKEY (docs/FORMAT.md, "Encryption"). */
+ * symlink targets the same way, contents refused with ENOKEY (docs/FORMAT.md §15). */
 #ifndef F2FUSE_CORE_FSCRYPT_H
 #define F2FUSE_CORE_FSCRYPT_H
 
