@@ -107,7 +107,7 @@ man: $(BUILD)/f2fuse
 # `make install PREFIX=/usr/local DESTDIR=` puts f2fuse in $(BINDIR) (where mount.fuse3 finds
 # it for `mount -t fuse.f2fuse` and fstab lines: /bin/sh's default PATH), f2fuse(8) in
 # $(MANDIR)/man8, and libf2fuse.a, f2fuse.h and f2fuse.pc for `pkg-config --cflags --libs
-# f2fuse`.  The library is static: liburing and libblkid come in through Requires, libsparse
+# f2fuse`.  The library is static: liburing, libblkid and libcrypto come in through Requires, libsparse
 # (no .pc file on Debian) through Libs.
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin

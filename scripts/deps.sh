@@ -18,11 +18,12 @@ declare -A group=(
     # usage in the kernel (test_quota); fsverity computes Merkle trees independently of
     # f2fuse for test_verity's images; unicode-data's DerivedAge.txt for test_casefold's
     # model of the kernel's Unicode 12.1 folding; f2fs-tools' source built with LZ4/LZO
-    # (tests/integration/build_f2fs_tools) and Debian's Python codecs for test_compress
+    # (tests/integration/build_f2fs_tools) and Debian's Python codecs for test_compress;
+    # python3-cryptography for f2crypt.py, test_fscrypt_nokey's independent fscrypt encoder
     [test]="fuse3 f2fs-tools util-linux python3 android-sdk-libsparse-utils fdisk
             squashfs-tools user-mode-linux kmod attr acl clang e2fsprogs xz-utils quota
             fsverity unicode-data dpkg-dev autoconf automake libtool pkg-config uuid-dev
-            liblz4-dev liblzo2-dev python3-lz4 python3-lzo"
+            liblz4-dev liblzo2-dev python3-lz4 python3-lzo python3-cryptography"
     # fio workloads, PNG plots, fuse2fs as the FUSE ext4 reference of bench/fio
     [bench]="fuse3 f2fs-tools util-linux python3 fio python3-matplotlib fuse2fs fsverity"
     [fuzz]="clang f2fs-tools"

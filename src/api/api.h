@@ -16,6 +16,7 @@
 #include "core/file.h"
 #include "core/fileattr.h"
 #include "core/flush_merge.h"
+#include "core/fscrypt.h"
 #include "core/fsync.h"
 #include "core/gc.h"
 #include "core/imagelock.h"

@@ -16,8 +16,6 @@
 static const char *rw_refusal(struct f2fuse *fs)
 {
     uint32_t f = fs->features, flags = le32(fs->cp->ckpt_flags);
-    if (f & F2FS_FEATURE_ENCRYPT)
-        return "the image uses encryption";
     if (f & (F2FS_FEATURE_RO | F2FS_FEATURE_BLKZONED))
         return "the image layout is read-only or zoned";
     if (le32(fs->sb.cp_payload) || (flags & CP_LARGE_NAT_BITMAP_FLAG))

@@ -252,15 +252,11 @@ static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct pa
     return found;
 }
 
-int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-               const char *name, size_t len, uint32_t *ino)
+static int lookup_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const struct dir_name *dn, uint32_t *ino)
 {
-    struct dir_name dn;
-    int err = dir_name_init(fs, dir, name, len, &dn);
-    if (err)
-        return err;
     struct dentry_loc loc;
-    int found = find_entry(fs, dir, dpage, &dn, &loc);
+    int found = find_entry(fs, dir, dpage, dn, &loc);
     if (found < 0)
         return found;
     if (!found)
@@ -268,11 +264,24 @@ int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpa
     *ino = le32(loc.v.dentry[loc.slot].ino);
     pcache_put(fs->cache, loc.page);
     if (!nid_valid(fs, *ino))
-        return fs_corrupt(fs,
-                          "directory %u: entry for a name of %zu bytes points to invalid "
-                          "inode %u",
-                          dir->ino, len, *ino);
+        return fs_corrupt(fs, "directory %u: an entry points to invalid inode %u", dir->ino, *ino);
     return 0;
+}
+
+int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+               const char *name, size_t len, uint32_t *ino)
+{
+    struct dir_name dn;
+    int err = dir_name_init(fs, dir, name, len, &dn);
+    return err ? err : lookup_name(fs, dir, dpage, &dn, ino);
+}
+
+int dir_lookup_recorded(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                        const struct f2fs_inode *ri, uint32_t *ino)
+{
+    struct dir_name dn;
+    int err = dir_name_init_recorded(fs, dir, ri, &dn);
+    return err ? err : lookup_name(fs, dir, dpage, &dn, ino);
 }
 
 static unsigned dtype_of(uint8_t file_type)
@@ -307,10 +316,15 @@ static int view_iterate(struct f2fuse *fs, const struct inode_info *dir,
         if (slots < 0)
             return slots;
         const struct f2fs_dir_entry *de = &v->dentry[pos];
-        uint32_t ino = le32(de->ino);
+        char buf[DIR_NAME_SHOW_MAX];
+        const char *name;
+        size_t len;
+        int err = dir_name_show(fs, dir, le32(de->hash_code), v->filename[pos], le16(de->name_len),
+                                buf, &name, &len);
+        if (err)
+            return err;
         pos += (uint32_t)slots;
-        if (fn(arg, (const char *)v->filename[pos - (uint32_t)slots], le16(de->name_len), ino,
-               dtype_of(de->file_type), cookie_base + pos))
+        if (fn(arg, name, len, le32(de->ino), dtype_of(de->file_type), cookie_base + pos))
             return 1;
     }
     return 0;
@@ -551,27 +565,41 @@ static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct 
     return rehash_inline_entries(fs, dir, dpage);
 }
 
+static int add_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                    const struct dir_name *dn, uint32_t ino, uint16_t mode)
+{
+    if (dn->nokey)
+        return -ENOKEY; /* a new name needs the directory's key */
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        struct dentry_view v;
+        view_inline(&v, dir, dpage->data);
+        int pos = room_for(&v, slots_for((uint32_t)dn->len));
+        if (pos >= 0) {
+            put_entry(&v, (uint32_t)pos, dn->name, dn->len, dn->hash, ino, dir_file_type(mode));
+            pcache_mark_dirty(fs->cache, dpage);
+            return 0;
+        }
+        int err = convert_inline_dir(fs, dir, dpage);
+        if (err)
+            return err;
+    }
+    return add_block_entry(fs, dir, dpage, dn->name, dn->len, dn->hash, ino, dir_file_type(mode));
+}
+
 int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
                   size_t len, uint32_t ino, uint16_t mode)
 {
     struct dir_name dn;
     int err = dir_name_init(fs, dir, name, len, &dn);
-    if (err)
-        return err;
-    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
-        struct dentry_view v;
-        view_inline(&v, dir, dpage->data);
-        int pos = room_for(&v, slots_for((uint32_t)dn.len));
-        if (pos >= 0) {
-            put_entry(&v, (uint32_t)pos, dn.name, dn.len, dn.hash, ino, dir_file_type(mode));
-            pcache_mark_dirty(fs->cache, dpage);
-            return 0;
-        }
-        err = convert_inline_dir(fs, dir, dpage);
-        if (err)
-            return err;
-    }
-    return add_block_entry(fs, dir, dpage, dn.name, dn.len, dn.hash, ino, dir_file_type(mode));
+    return err ? err : add_name(fs, dir, dpage, &dn, ino, mode);
+}
+
+int dir_add_recorded(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                     const struct f2fs_inode *ri, uint32_t ino, uint16_t mode)
+{
+    struct dir_name dn;
+    int err = dir_name_init_recorded(fs, dir, ri, &dn);
+    return err ? err : add_name(fs, dir, dpage, &dn, ino, mode);
 }
 
 int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,

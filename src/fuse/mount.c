@@ -350,7 +350,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (d->read_only && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
         err = -EROFS;
     if (!err) {
-        /* The library refuses what the kernel's open does (a verity file for writing). */
+        /* The library refuses what the kernel's open does (an encrypted file without its
+         * key, a verity file for writing). */
         err = f2fuse_open_file(d->fs, to_f2fs(d, ino), fi->flags);
         fi->fh = err ? 0 : FH_COUNTED | (uint64_t)(fi->flags & O_ACCMODE) << FH_ACCMODE_SHIFT;
     }
