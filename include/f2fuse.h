@@ -110,6 +110,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
 void f2fuse_close(struct f2fuse *fs);
 
 uint32_t f2fuse_root_ino(const struct f2fuse *fs);
+/* The superblock's feature bits (F2FS_FEATURE_*; no I/O, unlike f2fuse_info). */
+uint32_t f2fuse_features(const struct f2fuse *fs);
 
 struct f2fuse_attr {
     uint32_t ino;

@@ -215,3 +215,8 @@ uint32_t f2fuse_root_ino(const struct f2fuse *fs)
 {
     return fs->root_ino;
 }
+
+uint32_t f2fuse_features(const struct f2fuse *fs)
+{
+    return fs->features;
+}

@@ -35,7 +35,7 @@
 /* Attributes and entries may be cached by the kernel for long: every change to the image
  * passes through this daemon. */
 #define CACHE_TIMEOUT    60.0
-#define FEATURE_CASEFOLD 0x1000u /* f2fs's casefold bit in f2fuse_info's features */
+#define FEATURE_CASEFOLD 0x1000u /* f2fs's casefold bit in f2fuse_features */
 #define MAX_IO           FUSE_MAX_IO
 
 /* The kernel's readahead window on this mount: FUSE's default (128 KiB) cuts buffered
@@ -1229,8 +1229,7 @@ int mount_main(int argc, char **argv)
         goto out;
     }
     d.root_ino = f2fuse_root_ino(d.fs);
-    struct f2fuse_info info;
-    d.casefold = f2fuse_info(d.fs, &info) == 0 && (info.features & FEATURE_CASEFOLD);
+    d.casefold = f2fuse_features(d.fs) & FEATURE_CASEFOLD;
     add_kernel_options(&args, &c);
 
     se = fuse_session_new(&args, &f2fuse_ops, sizeof(f2fuse_ops), &d);
