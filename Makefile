@@ -105,6 +105,15 @@ $(BUILD)/src/blk/blk_nbd.o $(BUILD)/src/blk/blk_rbd.o: CFLAGS += $(NET_CFLAGS)
 $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN): $(NETCFG)
 FORCE:
 
+# f2fuse without the network libraries (NBD=0 RBD=0) from the same objects: test_nbd checks
+# that it builds and names the package an nbd:// or rbd: IMAGE needs.
+NONET_OBJ := $(BUILD)/nonet/blk_nbd.o $(BUILD)/nonet/blk_rbd.o
+$(BUILD)/nonet/%.o: src/blk/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+$(BUILD)/f2fuse-nonet: $(FUSE_OBJ) $(filter-out %/blk_nbd.o %/blk_rbd.o,$(LIB_OBJ)) $(NONET_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(filter-out $(NET_LIBS),$(LDLIBS))
+
 -include $(LIB_OBJ:.o=.d) $(FUSE_OBJ:.o=.d)
 
 test: deps

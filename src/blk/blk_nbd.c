@@ -369,10 +369,12 @@ static void pump(struct nbd_backend *nb)
 {
     uint64_t now = clock_mono_ns();
     struct nbd_io *io = list_take_all(&nb->queue);
+    unsigned expired = 0;
     while (io) {
         struct nbd_io *next = io->next;
         struct nbd_conn *c;
-        if (nb->gone || (io->deadline_ns && now >= io->deadline_ns && nb->down_since_ns)) {
+        if (nb->gone || (io->deadline_ns && now >= io->deadline_ns)) {
+            expired++;
             finish(nb, io, -EIO);
         } else if (io->due_ns > now || !(c = pick_conn(nb))) {
             list_push(&nb->queue, io);
@@ -381,6 +383,10 @@ static void pump(struct nbd_backend *nb)
         }
         io = next;
     }
+    if (expired)
+        log_err("%s: %u request(s) found no working connection within net_timeout (%" PRIu64
+                " s): they fail with EIO",
+                nb->uri, expired, (uint64_t)(nb->timeout_ns / NS_PER_SEC));
     settle(nb);
 }
 
