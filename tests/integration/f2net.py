@@ -1,4 +1,5 @@
-"""Network block devices for the integration tests: real servers, started and torn down here.
+"""Network block devices for the integration tests (test_nbd, test_rbd, test_model --device):
+real servers, started and torn down here, and the helpers those tests share.
 
   Nbdkit        nbdkit (Debian's) serving a plugin through filters on a unix socket or on
                 127.0.0.1:PORT, as a child process that can be killed (SIGKILL: the server gone
@@ -19,6 +20,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import hashlib
+import re
+import threading
 import time
 
 import f2test as T
@@ -183,8 +187,7 @@ mon allow pool delete = true
 mon warn on pool no redundancy = false
 mon data avail warn = 1
 mon data avail crit = 0
-osd objectstore = memstore
-memstore device bytes = {osd_bytes}
+{store}
 run dir = {d}/run
 admin socket = {d}/run/$name.asok
 log file = {d}/log/$name.log
@@ -205,12 +208,22 @@ keyring = {d}/mgr/$cluster-$id/keyring
 """
 
 
+# memstore keeps the OSD's objects in its memory (fast to start, gone with the process);
+# bluestore on a file survives an OSD restart (what the fault tests need), ~4 s slower to start.
+STORES = {
+    "memstore": "osd objectstore = memstore\nmemstore device bytes = {osd_bytes}",
+    "bluestore": "osd objectstore = bluestore\nbluestore block path = {d}/osd/$cluster-$id/block.file\n"
+                 "bluestore block create = true\nbluestore block size = {osd_bytes}\n"
+                 "bluestore fsck on mkfs = false\nbluestore cache size = 134217728",
+}
+
+
 class CephCluster:
     """A one-node cluster under d: start() raises ServerFailed (with the reason) when it does not
     come up within timeout seconds; stop() kills the daemons and removes everything."""
 
-    def __init__(self, d, osd_bytes=1 << 30, timeout=90):
-        self.d, self.osd_bytes, self.timeout = d, osd_bytes, timeout
+    def __init__(self, d, osd_bytes=1 << 30, timeout=90, store="memstore"):
+        self.d, self.osd_bytes, self.timeout, self.store = d, osd_bytes, timeout, store
         self.conf = os.path.join(d, "ceph.conf")
         self.keyring = os.path.join(d, "keyring")
         self.port = free_port()
@@ -237,7 +250,8 @@ class CephCluster:
 
     def rbd(self, *args, timeout=120):
         self.deadline = max(self.deadline, time.monotonic() + timeout)
-        return self._run(["rbd", "-c", self.conf, "--no-progress"] + list(args), timeout=timeout)
+        quiet = ["--no-progress"] if args[0] in ("import", "export") else []
+        return self._run(["rbd", "-c", self.conf] + quiet + list(args), timeout=timeout)
 
     def start(self):
         t0 = time.monotonic()
@@ -246,8 +260,9 @@ class CephCluster:
         for sub in ("mon", "osd/ceph-0", "mgr/ceph-x", "run", "log"):
             os.makedirs(os.path.join(d, sub), exist_ok=True)
         fsid = open("/proc/sys/kernel/random/uuid").read().strip()
+        store = STORES[self.store].format(d=d, osd_bytes=self.osd_bytes)
         with open(self.conf, "w") as f:
-            f.write(CEPH_CONF.format(fsid=fsid, port=self.port, d=d, osd_bytes=self.osd_bytes))
+            f.write(CEPH_CONF.format(fsid=fsid, port=self.port, d=d, store=store))
         self._run(["ceph-authtool", "--create-keyring", self.keyring, "--gen-key", "-n", "mon.",
                    "--cap", "mon", "allow *"])
         self._run(["ceph-authtool", self.keyring, "--gen-key", "-n", "client.admin",
@@ -267,6 +282,7 @@ class CephCluster:
                   "allow profile osd", "osd", "allow *", "-o",
                   os.path.join(d, "osd/ceph-%s/keyring" % osd))
         self._run(["ceph-osd", "-c", self.conf, "-i", osd, "--mkfs", "--osd-uuid", uuid])
+        self.osd = osd
         self._daemon(["ceph-osd", "-c", self.conf, "-i", osd], "osd." + osd)
         self.ceph("osd", "pool", "create", "rbd", "8")
         self._run(["rbd", "-c", self.conf, "pool", "init", "rbd"])
@@ -276,6 +292,22 @@ class CephCluster:
     def _daemon(self, argv, name):
         self._run(argv)  # forks into the background once it is up
         self.started.append(os.path.join(self.d, "run", name + ".pid"))
+
+    def kill_osd(self):
+        """The OSD dies at once (SIGKILL) with whatever is in flight."""
+        pidfile = os.path.join(self.d, "run", "osd.%s.pid" % self.osd)
+        pid = int(open(pidfile).read().strip())
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(200):
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    def start_osd(self):
+        self.deadline = time.monotonic() + self.timeout
+        self._run(["ceph-osd", "-c", self.conf, "-i", self.osd])
 
     def stop(self):
         for pidfile in reversed(self.started):
@@ -354,3 +386,141 @@ class RbdDevice:
 
 DEVICES = {"nbd": NbdDevice, "qemu-nbd": QemuNbdDevice, "rbd": RbdDevice}
 DEVICE_TOOLS = {"nbd": ("nbdkit",), "qemu-nbd": ("qemu-nbd",), "rbd": CEPH_TOOLS}
+
+
+# ------------------------------------------------------------------------------------------------
+# what test_nbd and test_rbd share
+
+def run(argv, timeout=120, env=None):
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=timeout, env=env)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        return None, "", "timed out after %ds" % timeout
+
+
+def stats(binary, mnt):
+    rc, out, _ = run([binary, "stat", mnt], timeout=20)
+    res = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            res[parts[0]] = int(parts[1])
+    return res
+
+
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fsck_clean(chk, img, what):
+    clean, rc, out = T.fsck(img)
+    chk.check(clean, "%s: fsck.f2fs -f is not clean (exit %s):\n    %s" %
+              (what, rc, "\n    ".join(T.fsck_odd_lines(out, 10))))
+    return clean
+
+
+def make_tree(root, rng, nfiles=24):
+    """A small tree: files of 0 B to 300 KiB, nested directories, a symlink; {rel: bytes}."""
+    files = {}
+    for d in ("a", "a/b", "c"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    for i in range(nfiles):
+        rel = "%s/f%02d" % (rng.choice(["a", "a/b", "c", "."]), i)
+        data = rng.randbytes(rng.choice([0, 1, 100, 4096, 5000, 65536, 300 * 1024]))
+        with open(os.path.join(root, rel), "wb") as f:
+            f.write(data)
+        files[os.path.normpath(rel)] = data
+    os.symlink("a/b", os.path.join(root, "link"))
+    return files
+
+
+def check_files(chk, mnt, files, what):
+    bad = 0
+    for rel, data in sorted(files.items()):
+        try:
+            with open(os.path.join(mnt, rel), "rb") as f:
+                got = f.read()
+        except OSError as e:
+            got = e
+        if got != data:
+            bad += 1
+            if bad <= 5:
+                chk.fail("%s: %s: %s" % (what, rel, got if isinstance(got, OSError) else
+                                         "%d bytes differ from the %d written" % (len(got), len(data))))
+    return bad == 0
+
+
+def write_files(mnt, files, fsync=True):
+    for rel, data in files.items():
+        os.makedirs(os.path.dirname(os.path.join(mnt, rel)), exist_ok=True)
+        fd = os.open(os.path.join(mnt, rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class KilledMount(T.Mount):
+    """A mount whose daemon the test kills on purpose (a power cut): that death is no failure."""
+
+    def _fail(self, msg):
+        if "signal 9" not in msg:
+            T.Mount._fail(self, msg)
+
+
+class Writer(threading.Thread):
+    """Creates, writes and fsyncs files until a call fails; durable = what fsync returned 0 for."""
+
+    def __init__(self, mnt, rng):
+        threading.Thread.__init__(self, daemon=True)
+        self.mnt, self.rng = mnt, rng
+        self.durable, self.error, self.count = {}, None, 0
+        self.stop = False
+
+    def run(self):
+        try:
+            i = 0
+            while i < 100000 and not self.stop:
+                rel = "w%d/f%05d" % (i % 4, i)
+                data = self.rng.randbytes(self.rng.choice([100, 4096, 40000, 300000]))
+                os.makedirs(os.path.join(self.mnt, os.path.dirname(rel)), exist_ok=True)
+                fd = os.open(os.path.join(self.mnt, rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    os.write(fd, data)
+                    if i % 3 == 2:
+                        # a directory fsync: a checkpoint, so later files fsync the fast way
+                        dfd = os.open(os.path.join(self.mnt, os.path.dirname(rel)), os.O_RDONLY)
+                        try:
+                            os.fsync(dfd)
+                        finally:
+                            os.close(dfd)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                self.durable[rel] = data
+                self.count = i = i + 1
+        except OSError as e:
+            self.error = e
+
+
+def refused(c, argv, want, what, timeout=60):
+    for a in argv[2:]:
+        if a.startswith(c.wd) and os.path.basename(a).startswith("mnt"):
+            os.makedirs(a, exist_ok=True)
+    t0 = time.monotonic()
+    rc, out, err = run(argv, timeout=timeout)
+    secs = time.monotonic() - t0
+    ok = rc not in (0, None) and re.search(want, err) is not None and "Sanitizer" not in err
+    c.chk.check(ok, "%s: exit %s after %.1fs, expected /%s/ in:\n    %s" %
+                (what, rc, secs, want, "\n    ".join(err.strip().splitlines()[-4:])))
+    if ok:
+        line = [l for l in err.strip().splitlines() if re.search(want, l)] or [err.strip()]
+        T.log("   %-27s %.1fs: %s" % (what, secs, line[0][:160]))
