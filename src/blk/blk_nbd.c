@@ -565,8 +565,9 @@ static uint64_t next_wakeup(struct nbd_backend *nb, uint64_t now)
     uint64_t at = now + (nb->timeout_ns / 4 < NS_PER_SEC ? nb->timeout_ns / 4 : NS_PER_SEC);
     if (nb->reconnect_due_ns && nb->reconnect_due_ns < at)
         at = nb->reconnect_due_ns;
+    /* a request due already waits for a connection, whose arrival wakes the poller anyway */
     for (struct nbd_io *io = nb->queue.head; io; io = io->next)
-        if (io->due_ns < at)
+        if (io->due_ns > now && io->due_ns < at)
             at = io->due_ns;
     return at;
 }
