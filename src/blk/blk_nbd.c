@@ -61,12 +61,17 @@ struct nbd_conn {
 
 struct nbd_backend;
 
-/* One caller request on its way, split into parts of at most max_payload bytes. */
+/* One caller request on its way, split into parts of at most max_payload bytes; or a run
+ * of adjacent reads or writes sent as one command through a bounce buffer (a 128 KiB read
+ * of 32 blocks is one round trip, not 32). */
 struct nbd_io {
     struct nbd_backend *nb;
-    struct blk_req *req;
+    struct blk_req *req;   /* the request, or a run's first */
     struct nbd_conn *conn; /* where it runs; NULL while queued */
     uint64_t len;          /* bytes to move: a read stops at the end of the device */
+    int64_t result;        /* for the caller(s), once done */
+    uint8_t *bounce;       /* a run's data, NULL for one request */
+    unsigned nmembers;     /* a run's requests (1: none) */
     unsigned parts_left;
     int err;               /* the first failed part's errno */
     unsigned server_fails; /* runs the server failed with EIO */
@@ -74,6 +79,7 @@ struct nbd_io {
     uint64_t deadline_ns;  /* once its connection was lost: fails if not done by then */
     uint64_t flush_cover;  /* FLUSH: nb->writes_done when it was sent */
     struct nbd_io *next;
+    struct blk_req *members[]; /* a run's requests, in offset order */
 };
 
 struct nbd_list {
@@ -158,23 +164,52 @@ static int part_done(void *user_data, int *error)
 
 static void finish(struct nbd_backend *nb, struct nbd_io *io, int64_t result)
 {
-    io->req->result = result;
+    io->result = result;
     list_push(&nb->done, io);
 }
 
-/* Completes what settle finished, outside the lock. */
-static void complete_done(struct nbd_backend *nb)
+static void io_free(struct nbd_io *io)
 {
-    pthread_mutex_lock(&nb->lock);
-    struct nbd_io *io = list_take_all(&nb->done);
-    pthread_mutex_unlock(&nb->lock);
+    free(io->bounce);
+    free(io);
+}
+
+/* Completes a list settle finished (taken off nb->done under the lock), outside the lock. */
+static void complete_list(struct nbd_backend *nb, struct nbd_io *io)
+{
     while (io) {
         struct nbd_io *next = io->next;
-        struct blk_req *req = io->req;
-        free(io);
-        blk_req_complete(nb->dev, req);
+        if (io->nmembers <= 1) {
+            struct blk_req *req = io->req;
+            req->result = io->result;
+            io_free(io);
+            blk_req_complete(nb->dev, req);
+        } else {
+            uint64_t at = 0;
+            for (unsigned i = 0; i < io->nmembers; i++) {
+                struct blk_req *m = io->members[i];
+                if (io->result >= 0 && m->op == BLK_READ)
+                    memcpy(m->buf, io->bounce + at, m->len);
+                at += m->len;
+                m->result = io->result < 0 ? io->result : (int64_t)m->len;
+            }
+            unsigned n = io->nmembers;
+            struct blk_req *members[n];
+            memcpy(members, io->members, sizeof(members));
+            io_free(io);
+            for (unsigned i = 0; i < n; i++)
+                blk_req_complete(nb->dev, members[i]);
+        }
         io = next;
     }
+}
+
+/* The done list and the lock dropped: completes what was done. */
+static void unlock_and_complete(struct nbd_backend *nb)
+{
+    struct nbd_io *done = list_take_all(&nb->done);
+    pthread_mutex_unlock(&nb->lock);
+    complete_list(nb, done);
 }
 
 static void queue_retry(struct nbd_backend *nb, struct nbd_io *io, uint64_t due)
@@ -309,7 +344,7 @@ static void issue(struct nbd_backend *nb, struct nbd_conn *c, struct nbd_io *io)
         uint64_t chunk = req->op == BLK_DISCARD ? TRIM_CHUNK : nb->max_payload;
         for (uint64_t at = 0; at < io->len && cookie >= 0; at += chunk) {
             uint64_t n = io->len - at < chunk ? io->len - at : chunk;
-            uint8_t *buf = (uint8_t *)req->buf + at;
+            uint8_t *buf = (io->bounce ? io->bounce : (uint8_t *)req->buf) + at;
             io->parts_left++;
             if (req->op == BLK_READ)
                 cookie = nbd_aio_pread(c->h, buf, n, base + at, cb, 0);
@@ -401,25 +436,69 @@ static bool wants_write(struct nbd_backend *nb)
     return false;
 }
 
+/* How many requests from reqs[0] go to the server as one command: a run of adjacent reads or
+ * writes (blk_mergeable_run) inside the device and within max_payload, or 1. */
+static unsigned run_length(const struct nbd_backend *nb, struct blk_req *const *reqs, unsigned n)
+{
+    unsigned run = blk_mergeable_run(reqs, n), k = 1;
+    uint64_t total = reqs[0]->len;
+    while (k < run && total + reqs[k]->len <= nb->max_payload &&
+           reqs[k]->off + reqs[k]->len <= nb->dev->size)
+        total += reqs[k++]->len;
+    return reqs[0]->off + reqs[0]->len <= nb->dev->size ? k : 1;
+}
+
+/* The io for reqs[0..k): one request, or a run with its bounce buffer (a write's data copied
+ * in now, so that a retry sends the same bytes); NULL on ENOMEM. */
+static struct nbd_io *io_new(struct nbd_backend *nb, struct blk_req **reqs, unsigned k)
+{
+    struct nbd_io *io = calloc(1, sizeof(*io) + (k > 1 ? k * sizeof(io->members[0]) : 0));
+    if (!io)
+        return NULL;
+    io->nb = nb;
+    io->req = reqs[0];
+    io->nmembers = k;
+    io->len = reqs[0]->len;
+    if (k == 1) {
+        if (io->req->op == BLK_READ && io->req->off + io->len > nb->dev->size)
+            io->len = nb->dev->size - io->req->off; /* a short count at the end, as a file */
+        return io;
+    }
+    for (unsigned i = 1; i < k; i++)
+        io->len += reqs[i]->len;
+    io->bounce = malloc(io->len);
+    if (!io->bounce) {
+        free(io);
+        return NULL;
+    }
+    uint64_t at = 0;
+    for (unsigned i = 0; i < k; i++) {
+        io->members[i] = reqs[i];
+        if (reqs[i]->op == BLK_WRITE)
+            memcpy(io->bounce + at, reqs[i]->buf, reqs[i]->len);
+        at += reqs[i]->len;
+    }
+    atomic_fetch_add(&nb->dev->stats.merged, k - 1);
+    return io;
+}
+
 static int nbd_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
 {
     struct nbd_backend *nb = dev->backend;
     struct blk_req *no_memory = NULL; /* chained through next */
     pthread_mutex_lock(&nb->lock);
     bool kick = false;
-    for (unsigned i = 0; i < n; i++) {
-        struct nbd_io *io = calloc(1, sizeof(*io));
+    for (unsigned i = 0, k; i < n; i += k) {
+        k = local_result(nb, reqs[i]) == 1 ? run_length(nb, reqs + i, n - i) : 1;
+        struct nbd_io *io = io_new(nb, reqs + i, k);
         if (!io) {
-            reqs[i]->next = no_memory;
-            no_memory = reqs[i];
+            for (unsigned j = 0; j < k; j++) {
+                reqs[i + j]->next = no_memory;
+                no_memory = reqs[i + j];
+            }
             continue;
         }
-        io->nb = nb;
-        io->req = reqs[i];
-        io->len = reqs[i]->len;
-        if (reqs[i]->op == BLK_READ && reqs[i]->off + io->len > dev->size)
-            io->len = dev->size - reqs[i]->off; /* a short count at the end, as a file gives */
-        int64_t local = local_result(nb, reqs[i]);
+        int64_t local = k == 1 ? local_result(nb, io->req) : 1;
         struct nbd_conn *c = NULL;
         if (local != 1) {
             finish(nb, io, local);
@@ -434,10 +513,9 @@ static int nbd_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
     }
     settle(nb);
     kick |= wants_write(nb);
-    pthread_mutex_unlock(&nb->lock);
+    unlock_and_complete(nb);
     if (kick)
         wake_poller(nb);
-    complete_done(nb);
     while (no_memory) {
         struct blk_req *next = no_memory->next;
         no_memory->result = -ENOMEM;
@@ -585,11 +663,11 @@ static void check_stalls(struct nbd_backend *nb, uint64_t now)
 static void *poller_main(void *arg)
 {
     struct nbd_backend *nb = arg;
+    pthread_mutex_lock(&nb->lock);
     for (;;) {
         struct pollfd pfd[MAX_CONN + 1];
         struct nbd_conn *who[MAX_CONN];
         unsigned n = 0;
-        pthread_mutex_lock(&nb->lock);
         uint64_t now = clock_mono_ns();
         reconnect_due(nb, now);
         check_outage(nb, now);
@@ -599,8 +677,7 @@ static void *poller_main(void *arg)
         for (unsigned i = 0; i < nb->nconn; i++)
             idle &= nb->conn[i].inflight == 0;
         if (nb->stop && idle) {
-            pthread_mutex_unlock(&nb->lock);
-            complete_done(nb);
+            unlock_and_complete(nb);
             break;
         }
         for (unsigned i = 0; i < nb->nconn; i++) {
@@ -619,14 +696,11 @@ static void *poller_main(void *arg)
         }
         pfd[n] = (struct pollfd){.fd = nb->wake_fd, .events = POLLIN};
         uint64_t wake_at = next_wakeup(nb, now);
-        pthread_mutex_unlock(&nb->lock);
-        complete_done(nb);
+        unlock_and_complete(nb);
 
         int ms = wake_at > now ? (int)((wake_at - now + NS_PER_MS - 1) / NS_PER_MS) : 0;
         int r = poll(pfd, n + 1, ms);
-        if (r < 0)
-            continue; /* EINTR */
-        if (pfd[n].revents & POLLIN) {
+        if (r > 0 && (pfd[n].revents & POLLIN)) {
             uint64_t v;
             if (read(nb->wake_fd, &v, sizeof(v)) < 0) {
                 /* nothing pending after all */
@@ -634,7 +708,7 @@ static void *poller_main(void *arg)
         }
         pthread_mutex_lock(&nb->lock);
         now = clock_mono_ns();
-        for (unsigned i = 0; i < n; i++) {
+        for (unsigned i = 0; r > 0 && i < n; i++) {
             struct nbd_conn *c = who[i];
             if (!c->h || !pfd[i].revents)
                 continue;
@@ -655,8 +729,6 @@ static void *poller_main(void *arg)
             if (nb->conn[i].state == CONN_CONNECTING)
                 connecting_step(nb, &nb->conn[i], now);
         settle(nb);
-        pthread_mutex_unlock(&nb->lock);
-        complete_done(nb);
     }
     return NULL;
 }
