@@ -14,11 +14,11 @@
  * connection attempts (50 ms doubling to 2 s).  When no connection comes back within
  * net_timeout, the requests waiting fail with EIO and later ones fail at once until one
  * does.  The server's own I/O errors on reads and writes are retried a few times with
- * backoff; any other error, and any failed flush, is the caller's (a flush is never
- * retried: a retry that succeeds could hide lost writes).  NBD promises durability only
- * after a flush, so a connection lost after writes were acknowledged and before a flush
- * covered them may have lost them on the server: the next flush then fails with EIO rather
- * than call them safe. */
+ * backoff; any other error, and a flush the server failed, is the caller's (a flush retried
+ * after a failure could succeed and hide lost writes).  NBD promises durability only after
+ * a flush, so a connection lost after writes were acknowledged and before a flush covered
+ * them may have lost them on the server: the next flush then fails with EIO rather than call
+ * them safe (a flush that was in flight on that connection included). */
 #include "blk/blk_internal.h"
 
 #include <errno.h>
