@@ -80,6 +80,15 @@ struct f2fuse_options {
     /* Quota (images with the quota feature): usage is always kept; which types' limits bind
      * (options usrquota, grpquota, prjquota, quota, noquota; 0 = every type's). */
     unsigned quota_limits;
+    /* Network devices (IMAGE an nbd:// URI or rbd:POOL/IMAGE): seconds a server may stay
+     * unreachable or leave a request unanswered before requests fail (default 30); NBD
+     * connections when the server allows several (default 1); the Ceph client's id (as in
+     * client.ID), its ceph.conf and keyring ("" = librados' defaults). */
+    unsigned net_timeout;
+    unsigned connections;
+    char ceph_id[64];
+    char ceph_conf[256];
+    char ceph_keyring[256];
 };
 
 #define F2FUSE_DISCARD_BLOCK    0u /* one request per block, one at a time */

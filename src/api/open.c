@@ -121,14 +121,22 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
                              .read_only = opts->read_only,
                              .bw_limit = opts->dev_bw,
                              .offset = opts->offset,
-                             .partition = opts->partition};
+                             .partition = opts->partition,
+                             .net_timeout = opts->net_timeout,
+                             .connections = opts->connections,
+                             .ceph_id = opts->ceph_id,
+                             .ceph_conf = opts->ceph_conf,
+                             .ceph_keyring = opts->ceph_keyring};
     int err = blk_open(image, &bo, &fs->dev);
     if (err) {
         log_err("cannot open %s: %s", image, strerror(-err));
         context_free(fs);
         return err;
     }
-    err = image_lock(fs, image); /* imagelock.c: one writer per image */
+    /* imagelock.c: one writer per image file; an RBD image has its exclusive lock
+     * (blk_rbd.c), an NBD export no lock at all */
+    if (!blk_is_network(fs->dev))
+        err = image_lock(fs, image);
     if (!err)
         err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
