@@ -20,6 +20,9 @@ static void test_defaults(void)
     CHECK(strcmp(o.backend, "uring") == 0);
     CHECK_EQ(o.quota_limits, 0); /* every type's limits bind */
     CHECK_EQ(o.queue_depth, 64);
+    CHECK_EQ(o.net_timeout, 30);
+    CHECK_EQ(o.connections, 1);
+    CHECK(o.ceph_id[0] == 0 && o.ceph_conf[0] == 0 && o.ceph_keyring[0] == 0);
     CHECK_EQ(o.cache_size, 64ull << 20);
     CHECK(o.read_only);
     CHECK_EQ(o.checkpoint_interval, 5);
@@ -96,7 +99,7 @@ static void test_tables(void)
     check_table(&library_options, &o, sizeof(o));
     struct f2fuse_test_options t = {0};
     check_table(&test_options, &t, sizeof(t));
-    CHECK_EQ(library_options.count, 34); /* a new option: add it to test_defaults too */
+    CHECK_EQ(library_options.count, 39); /* a new option: add it to test_defaults too */
 }
 
 /* The quota options in the kernel's order: each type option adds its type, noquota clears,
