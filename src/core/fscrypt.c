@@ -121,7 +121,8 @@ int fscrypt_inode_context(struct f2fuse *fs, const struct inode_info *ii, struct
                           struct fscrypt_context *ctx)
 {
     uint8_t buf[FSCRYPT_CONTEXT_MAX];
-    ssize_t n = xattr_get_internal(fs, ii, ipage, F2FS_XATTR_INDEX_ENCRYPTION, "c", buf, sizeof(buf));
+    ssize_t n = xattr_get_internal(fs, ii, ipage, F2FS_XATTR_INDEX_ENCRYPTION, "c", buf,
+                                   sizeof(buf));
     if (n == -ENODATA)
         return fs_corrupt(fs, "inode %u is encrypted but has no encryption context", ii->ino);
     if (n == -ERANGE)
