@@ -29,16 +29,26 @@ SANFLAGS :=
 OPT      := -O2 -g
 endif
 
-PKGS     := fuse3 liburing blkid liblz4 lzo2 libzstd libcrypto
+PKGS     := fuse3 liburing blkid liblz4 lzo2 libzstd libcrypto icu-uc
 # Debian's android-libsparse(-dev) ships no pkg-config file and keeps the library in a
 # private directory (the one its own simg2img finds through RUNPATH).
 SPARSE_DIR    := /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/android
 SPARSE_CFLAGS := -I/usr/include/android
 SPARSE_LIBS   := -L$(SPARSE_DIR) -Wl,-rpath,$(SPARSE_DIR) -lsparse
+# Network block devices, optional at build time (src/blk/blk_nbd.c, blk_rbd.c): with Debian's
+# libnbd-dev f2fuse opens nbd:// URIs, with librbd-dev rbd:POOL/IMAGE; without them those
+# say which package to install.  NBD=0 / RBD=0 build without them even where installed.
+NBD      ?= $(shell pkg-config --exists libnbd 2>/dev/null && echo 1 || echo 0)
+RBD      ?= $(shell printf '\043include <rbd/librbd.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 \
+                && echo 1 || echo 0)
+NET_CFLAGS := $(if $(filter 1,$(NBD)),-DF2FUSE_HAVE_LIBNBD $(shell pkg-config --cflags libnbd)) \
+              $(if $(filter 1,$(RBD)),-DF2FUSE_HAVE_LIBRBD)
+NET_LIBS   := $(if $(filter 1,$(NBD)),$(shell pkg-config --libs libnbd)) \
+              $(if $(filter 1,$(RBD)),-lrbd -lrados)
 CFLAGS   += -std=gnu11 $(OPT) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
             -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Isrc $(SANFLAGS) \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(SPARSE_CFLAGS)
-LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(SPARSE_LIBS) -lpthread
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(SPARSE_LIBS) $(NET_LIBS) -lpthread
 LDFLAGS  += $(SANFLAGS)
 
 LIB_SRC  := $(wildcard src/util/*.c src/blk/*.c src/cache/*.c src/core/*.c src/api/*.c)
@@ -51,7 +61,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC:= $(wildcard bench/*/*.c)
 BENCH_BIN:= $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test run clean bench install uninstall fuzz fuzzers man check
+.PHONY: all deps test run clean bench install uninstall fuzz fuzzers man check FORCE
 all: deps $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN)
 
 # Installs missing Debian packages when run as root, otherwise says what is missing.  Each
@@ -65,7 +75,7 @@ $(LIB): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/f2fuse: $(FUSE_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out $(NETCFG),$^) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/check.h $(LIB)
 	@mkdir -p $(dir $@)
@@ -84,6 +94,25 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+# The network backends are rebuilt when what was found changes (a library installed since).
+NETCFG := $(BUILD)/netcfg
+$(NETCFG): FORCE
+	@mkdir -p $(dir $@)
+	@echo 'nbd=$(NBD) rbd=$(RBD)' | cmp -s - $@ || echo 'nbd=$(NBD) rbd=$(RBD)' >$@
+$(BUILD)/src/blk/blk_nbd.o $(BUILD)/src/blk/blk_rbd.o: $(NETCFG)
+$(BUILD)/src/blk/blk_nbd.o $(BUILD)/src/blk/blk_rbd.o: CFLAGS += $(NET_CFLAGS)
+$(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN): $(NETCFG)
+FORCE:
+
+# f2fuse without the network libraries (NBD=0 RBD=0) from the same objects: test_nbd checks
+# that it builds and names the package an nbd:// or rbd: IMAGE needs.
+NONET_OBJ := $(BUILD)/nonet/blk_nbd.o $(BUILD)/nonet/blk_rbd.o
+$(BUILD)/nonet/%.o: src/blk/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+$(BUILD)/f2fuse-nonet: $(FUSE_OBJ) $(filter-out %/blk_nbd.o %/blk_rbd.o,$(LIB_OBJ)) $(NONET_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(filter-out $(NET_LIBS),$(LDLIBS))
 
 -include $(LIB_OBJ:.o=.d) $(FUSE_OBJ:.o=.d)
 
@@ -107,7 +136,7 @@ man: $(BUILD)/f2fuse
 # `make install PREFIX=/usr/local DESTDIR=` puts f2fuse in $(BINDIR) (where mount.fuse3 finds
 # it for `mount -t fuse.f2fuse` and fstab lines: /bin/sh's default PATH), f2fuse(8) in
 # $(MANDIR)/man8, and libf2fuse.a, f2fuse.h and f2fuse.pc for `pkg-config --cflags --libs
-# f2fuse`.  The library is static: liburing and libblkid come in through Requires, libsparse
+# f2fuse`.  The library is static: liburing, libblkid and libcrypto come in through Requires, libsparse
 # (no .pc file on Debian) through Libs.
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
@@ -126,8 +155,8 @@ install: $(BUILD)/f2fuse $(LIB)
 	install -m 644 man/f2fuse.8 $(DESTDIR)$(MANDIR)/man8/f2fuse.8
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	    'Name: libf2fuse' 'Description: f2fs images in user space (read and write)' \
-	    'Version: $(VERSION)' 'Requires: liburing blkid libcrypto' \
-	    'Libs: -L$${libdir} -lf2fuse $(SPARSE_LIBS) -lpthread' 'Cflags: -I$${includedir}' \
+	    'Version: $(VERSION)' 'Requires: liburing blkid liblz4 lzo2 libzstd libcrypto icu-uc' \
+	    'Libs: -L$${libdir} -lf2fuse $(SPARSE_LIBS) $(strip $(NET_LIBS)) -lpthread' 'Cflags: -I$${includedir}' \
 	    >$(DESTDIR)$(PCDIR)/f2fuse.pc
 	chmod 644 $(DESTDIR)$(PCDIR)/f2fuse.pc
 

@@ -93,6 +93,15 @@ struct f2fuse_options {
     unsigned compress_ext_count;
     char nocompress_ext[16][8];
     unsigned nocompress_ext_count;
+    /* Network devices (IMAGE an nbd:// URI or rbd:POOL/IMAGE): seconds a server may stay
+     * unreachable or leave a request unanswered before requests fail (default 30); NBD
+     * connections when the server allows several (default 1); the Ceph client's id (as in
+     * client.ID), its ceph.conf and keyring ("" = librados' defaults). */
+    unsigned net_timeout;
+    unsigned connections;
+    char ceph_id[64];
+    char ceph_conf[256];
+    char ceph_keyring[256];
 };
 
 #define F2FUSE_DISCARD_BLOCK    0u /* one request per block, one at a time */
@@ -123,6 +132,8 @@ int f2fuse_open(const char *image, const struct f2fuse_options *opts, struct f2f
 void f2fuse_close(struct f2fuse *fs);
 
 uint32_t f2fuse_root_ino(const struct f2fuse *fs);
+/* The superblock's feature bits (F2FS_FEATURE_*; no I/O, unlike f2fuse_info). */
+uint32_t f2fuse_features(const struct f2fuse *fs);
 
 struct f2fuse_attr {
     uint32_t ino;
@@ -152,7 +163,9 @@ int f2fuse_readdir(struct f2fuse *fs, uint32_t dir_ino, uint64_t cookie, f2fuse_
 
 /* Reads up to size bytes at off; returns the bytes read (0 at or past EOF) or -errno. */
 ssize_t f2fuse_read(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uint64_t off);
-/* Copies the symlink target (not NUL-terminated) and returns its length, or -errno. */
+/* Copies the symlink target (not NUL-terminated) and returns its length, or -errno.  An
+ * encrypted symlink's target is its no-key encoding, as the kernel shows it without the
+ * key; so are the names of an encrypted directory (readdir, and lookup takes them). */
 ssize_t f2fuse_readlink(struct f2fuse *fs, uint32_t ino, char *buf, size_t size);
 
 /* As getxattr(2)/listxattr(2): size 0 asks for the size needed; -ERANGE when too small. */
@@ -192,6 +205,10 @@ int f2fuse_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, 
 /* An inode open through the caller (a FUSE open file) outlives its last name until
  * f2fuse_release; a crash in between leaves an orphan that the next mount frees. */
 int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino);
+/* Whether ino may be opened at all: -ENOKEY for an encrypted regular file, whose contents
+ * f2fuse cannot decrypt (the kernel's fscrypt_file_open without the key).  f2fuse_open_inode
+ * checks it too; a read-only caller that takes no reference asks this. */
+int f2fuse_open_check(struct f2fuse *fs, uint32_t ino);
 int f2fuse_forget(struct f2fuse *fs, uint32_t ino, uint64_t nlookup);
 int f2fuse_release(struct f2fuse *fs, uint32_t ino);
 /* open(2) of ino with flags (O_ACCMODE, O_TRUNC), as the kernel decides it: -EPERM for an
@@ -246,6 +263,9 @@ struct f2fuse_fileattr {
     bool from_xflags;
 };
 int f2fuse_fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr *fa);
+/* The 16-byte nonce of an encrypted inode's encryption context (FS_IOC_GET_ENCRYPTION_NONCE):
+ * -ENODATA when the inode is not encrypted, -EIO when its context is damaged. */
+int f2fuse_encryption_nonce(struct f2fuse *fs, uint32_t ino, uint8_t nonce[16]);
 /* caller_uid: only the owner and root may change flags (EPERM otherwise). */
 int f2fuse_fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *fa,
                         uint32_t caller_uid);

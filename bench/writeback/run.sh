@@ -12,6 +12,8 @@
 #   WB_BENCH_REPS       repetitions per cell (default 1; the table shows medians)
 #   WB_BENCH_RANDOM=1   records at shuffled offsets (the patch's RanWriteSpeed column)
 #   WB_BENCH_MIB, WB_BENCH_RATE (bytes/s), WB_BENCH_DEV_BW, WB_BENCH_PLOT_SIZE, WB_BENCH_DIR
+#   WB_BENCH_DEVICE=nbd the image on an nbdkit export behind its rate filter (WB_BENCH_DEV_BW,
+#                       burstiness WB_BENCH_BURST s) instead of dev_bw: a real network device
 #   QUICK=1             two record sizes only
 # Writes bench/results/writeback.md, writeback.png and writeback_series.csv.
 set -euo pipefail

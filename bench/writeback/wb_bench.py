@@ -12,6 +12,11 @@ analogue of the kernel's 30 s expiry) stays out of a ~10 s run.  `f2fuse stat` i
 every 100 ms: dirty bytes and the data written back, for the plot.
 
 Ideal = total / max(T_net, T_disk): what perfect overlap of the transfer and the disk allows.
+
+WB_BENCH_DEVICE=nbd runs the same experiment over a real network device: the image is served
+by nbdkit's file plugin on a unix socket behind its rate filter at WB_BENCH_DEV_BW (the whole
+server: reads and writes; burstiness WB_BENCH_BURST seconds, default 0.5), mounted by URI and
+without dev_bw, so the bandwidth f2fuse measures and tunes for is the server's.
 """
 import csv
 import os
@@ -26,6 +31,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import f2test  # noqa: E402  (fsck.f2fs and its clean rule)
+import f2net  # noqa: E402  (nbdkit as a child process)
 F2FUSE = os.path.join(ROOT, "build", "f2fuse")
 PRODUCER = os.path.join(ROOT, "build", "bench", "writeback", "wb_producer")
 MiB = 1 << 20
@@ -49,8 +55,10 @@ SIZES = [int(x) for x in env("SIZES", "10485760,1048576,524288,262144,131072,655
 REPS = int(env("REPS", "1"))
 RANDOM = env("RANDOM", "0") == "1"
 PLOT_SIZE = int(env("PLOT_SIZE", "1048576"))
-COMMON = ("rw,cache_size=512M,dirty_background_ratio=50,dirty_ratio=80,checkpoint_interval=60,"
-          "dev_bw=%s" % DEV_BW)
+DEVICE = env("DEVICE", "file")
+BURST = env("BURST", "0.5")
+COMMON = ("rw,cache_size=512M,dirty_background_ratio=50,dirty_ratio=80,checkpoint_interval=60" +
+          (",dev_bw=%s" % DEV_BW if DEVICE == "file" else ""))
 WORK = env("DIR", os.path.join(ROOT, "build", "bench-writeback"))
 OUT = os.path.join(ROOT, "bench", "results")
 
@@ -80,7 +88,12 @@ def one_run(record, dbt, mode):
         f.truncate(512 * MiB)
     subprocess.run(["mkfs.f2fs", "-q", "-f", img], check=True, stdout=subprocess.DEVNULL)
     opts = COMMON + ",dirty_background_time=%d" % dbt
-    daemon = subprocess.Popen([F2FUSE, "-f", "-o", opts, img, mnt], stdout=subprocess.DEVNULL,
+    server, source = None, img
+    if DEVICE == "nbd":  # rate= is in bits per second
+        server = f2net.Nbdkit(d, "file", [img, "rate=%d" % (parse_size(DEV_BW) * 8),
+                                          "burstiness=" + BURST], filters=["rate"]).start()
+        source = server.uri()
+    daemon = subprocess.Popen([F2FUSE, "-f", "-o", opts, source, mnt], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
     samples, stop = [], threading.Event()
     try:
@@ -124,6 +137,8 @@ def one_run(record, dbt, mode):
             daemon.wait(60)
         except subprocess.TimeoutExpired:
             daemon.kill()
+        if server:
+            server.stop()
     res["fsck_ok"] = f2test.fsck(img)[0]
     subprocess.run(["rm", "-rf", d])
     return res, samples
@@ -136,9 +151,10 @@ def main():
     ideal = TOTAL / max(t_net, t_disk)
     mode = "random" if RANDOM else "seq"
     rows, series = [], {}
-    print("writeback bench: %d MiB at %.1f MB/s, device %s/s, tuned dirty_background_time=%d ms,"
-          " %d rep(s), %s writes (machine shared: noisy)" % (TOTAL // MiB, RATE / 1e6, DEV_BW,
-                                                             TUNED, REPS, mode), flush=True)
+    where = "nbdkit rate filter" if DEVICE == "nbd" else "dev_bw"
+    print("writeback bench: %d MiB at %.1f MB/s, device %s/s (%s), tuned dirty_background_time=%d"
+          " ms, %d rep(s), %s writes (machine shared: noisy)" % (TOTAL // MiB, RATE / 1e6, DEV_BW,
+                                                                 where, TUNED, REPS, mode), flush=True)
     for rec in SIZES:
         thr = {0: [], TUNED: []}
         extra = {}
@@ -160,10 +176,12 @@ def main():
         rows.append((rec, b, t, t / b, t / ideal, extra[0]["fsck_ok"] and extra[TUNED]["fsck_ok"]))
     mb, mt = statistics.median(r[1] for r in rows), statistics.median(r[2] for r in rows)
     lines = ["# bench/writeback (bandwidth × time: dirty_background_time)", "",
-             "%d MiB written at %.1f MB/s in records, then fsync; device limited to %s/s; "
+             "%d MiB written at %.1f MB/s in records, then fsync; device limited to %s/s (%s); "
              "T_net %.2f s, T_disk %.2f s, ideal %.2f MB/s. Options: `%s`. %s writes, %d rep(s) "
              "per cell (median), baseline and tuned interleaved. Machine shared with other jobs."
-             % (TOTAL // MiB, RATE / 1e6, DEV_BW, t_net, t_disk, ideal / 1e6, COMMON, mode, REPS),
+             % (TOTAL // MiB, RATE / 1e6, DEV_BW, where if DEVICE == "file" else
+                "an NBD export behind nbdkit's rate filter, burstiness %s s" % BURST,
+                t_net, t_disk, ideal / 1e6, COMMON, mode, REPS),
              "",
              "| record size | dbt=0 MB/s | dbt=%d ms MB/s | ratio | tuned / ideal | fsck |" % TUNED,
              "|---:|---:|---:|---:|---:|---|"]
@@ -176,7 +194,7 @@ def main():
     lines += ["", "Targets: ratio >= 1.30x: %s; tuned >= 90%% of ideal: %s." % (
         "met" if mt / mb >= 1.3 else "MISSED", "met" if mt / ideal >= 0.9 else "MISSED")]
     text = "\n".join(lines) + "\n"
-    suffix = "_random" if RANDOM else ""
+    suffix = ("_random" if RANDOM else "") + ("_nbd" if DEVICE == "nbd" else "")
     with open(os.path.join(OUT, "writeback%s.md" % suffix), "w") as f:
         f.write(text)
     print(text)

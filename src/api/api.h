@@ -4,6 +4,7 @@
 #ifndef F2FUSE_API_API_H
 #define F2FUSE_API_API_H
 
+#include "core/casefold.h"
 #include "core/checkpoint.h"
 #include "core/checkpoint_merge.h"
 #include "core/checkpoint_timer.h"
@@ -17,6 +18,7 @@
 #include "core/file.h"
 #include "core/fileattr.h"
 #include "core/flush_merge.h"
+#include "core/fscrypt.h"
 #include "core/fsync.h"
 #include "core/gc.h"
 #include "core/imagelock.h"

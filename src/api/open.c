@@ -16,10 +16,6 @@
 static const char *rw_refusal(struct f2fuse *fs)
 {
     uint32_t f = fs->features, flags = le32(fs->cp->ckpt_flags);
-    if (f & F2FS_FEATURE_ENCRYPT)
-        return "the image uses encryption";
-    if (f & F2FS_FEATURE_CASEFOLD)
-        return "the image uses casefolding";
     if (f & (F2FS_FEATURE_RO | F2FS_FEATURE_BLKZONED))
         return "the image layout is read-only or zoned";
     if (le32(fs->sb.cp_payload) || (flags & CP_LARGE_NAT_BITMAP_FLAG))
@@ -125,14 +121,22 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
                              .read_only = opts->read_only,
                              .bw_limit = opts->dev_bw,
                              .offset = opts->offset,
-                             .partition = opts->partition};
+                             .partition = opts->partition,
+                             .net_timeout = opts->net_timeout,
+                             .connections = opts->connections,
+                             .ceph_id = opts->ceph_id,
+                             .ceph_conf = opts->ceph_conf,
+                             .ceph_keyring = opts->ceph_keyring};
     int err = blk_open(image, &bo, &fs->dev);
     if (err) {
         log_err("cannot open %s: %s", image, strerror(-err));
         context_free(fs);
         return err;
     }
-    err = image_lock(fs, image); /* imagelock.c: one writer per image */
+    /* imagelock.c: one writer per image file; an RBD image has its exclusive lock
+     * (blk_rbd.c), an NBD export no lock at all */
+    if (!blk_is_network(fs->dev))
+        err = image_lock(fs, image);
     if (!err)
         err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
     if (!err)
@@ -141,6 +145,8 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
         err = fault_arm(fs, test); /* fault.c: tests only */
     if (!err)
         err = super_load(fs);
+    if (!err)
+        err = casefold_init(fs); /* casefold.c: the encoding of casefolded directories */
     if (!err)
         err = checkpoint_load(fs);
     if (!err)
@@ -199,6 +205,7 @@ void f2fuse_close(struct f2fuse *fs)
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     gc_destroy(fs);
     cluster_destroy(fs); /* cluster.c: the reads' helper thread */
+    casefold_destroy(fs);
     quota_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
@@ -216,4 +223,9 @@ void f2fuse_close(struct f2fuse *fs)
 uint32_t f2fuse_root_ino(const struct f2fuse *fs)
 {
     return fs->root_ino;
+}
+
+uint32_t f2fuse_features(const struct f2fuse *fs)
+{
+    return fs->features;
 }

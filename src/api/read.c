@@ -2,6 +2,7 @@
  * extended attributes.  Each one runs inside read_inode's shell: cp_lock and the inode's
  * stripe shared (op_read_begin), the inode read and decoded, then the step itself. */
 #include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "api/api.h"
@@ -28,7 +29,7 @@ static ssize_t read_inode(struct f2fuse *fs, uint32_t ino, inode_step step, void
 static ssize_t attr_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                          void *attr)
 {
-    return inode_fill_attr(fs, &page_node(ipage)->i, ii, attr);
+    return inode_fill_attr(fs, ipage, ii, attr);
 }
 
 int f2fuse_getattr(struct f2fuse *fs, uint32_t ino, struct f2fuse_attr *attr)
@@ -36,39 +37,67 @@ int f2fuse_getattr(struct f2fuse *fs, uint32_t ino, struct f2fuse_attr *attr)
     return (int)read_inode(fs, ino, attr_step, attr);
 }
 
-/* Directories only: ENOTDIR for anything else, and no names of an encrypted directory
- * (they are ciphertext that may hold '/' or NUL: without the key, none). */
-static int dir_check(const struct inode_info *ii)
+/* Directories only: ENOTDIR for anything else.  An encrypted directory's names are its
+ * entries' no-key names (dir.c); its context must at least parse (*ctx gets it). */
+static int dir_check(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                     struct fscrypt_context *ctx)
 {
     if (!S_ISDIR(ii->mode))
         return -ENOTDIR;
-    return ii->advise & FADVISE_ENCRYPT_BIT ? -ENOKEY : 0;
+    return fscrypt_encrypted(ii) ? fscrypt_inode_context(fs, ii, ipage, ctx) : 0;
 }
 
 struct lookup_args {
     const char *name;
     size_t len;
     uint32_t ino;
+    bool encrypted_dir;
+    struct fscrypt_context dir_ctx;
+    struct f2fuse_attr *attr;
 };
 
 static ssize_t lookup_step(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
                            void *arg)
 {
     struct lookup_args *a = arg;
-    int err = dir_check(dir);
+    int err = dir_check(fs, dir, dpage, &a->dir_ctx);
+    a->encrypted_dir = fscrypt_encrypted(dir);
     if (!err)
         err = dir_lookup(fs, dir, dpage, a->name, a->len, &a->ino);
     /* The caller's reference is taken while the name is held: an unlink can't slip in. */
     return err ? err : inode_lookup_ref(fs, a->ino);
 }
 
+/* In an encrypted directory, a directory or symlink must share its policy, or the kernel
+ * refuses the lookup (f2fs_lookup, fscrypt_has_permitted_context): a tree put together
+ * offline from pieces of two keys is not one tree. */
+static ssize_t found_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                          void *arg)
+{
+    struct lookup_args *a = arg;
+    bool dots = a->name[0] == '.' && (a->len == 1 || (a->len == 2 && a->name[1] == '.'));
+    if (a->encrypted_dir && !dots && (S_ISDIR(ii->mode) || S_ISLNK(ii->mode))) {
+        struct fscrypt_context ctx;
+        int err = fscrypt_encrypted(ii) ? fscrypt_inode_context(fs, ii, ipage, &ctx) : 0;
+        if (err)
+            return err;
+        if (!fscrypt_encrypted(ii) || !fscrypt_same_policy(&a->dir_ctx, &ctx)) {
+            log_warn("inode %u: encryption policy differs from its directory's; refused, as "
+                     "the kernel does",
+                     ii->ino);
+            return -EPERM;
+        }
+    }
+    return inode_fill_attr(fs, ipage, ii, a->attr);
+}
+
 int f2fuse_lookup(struct f2fuse *fs, uint32_t dir_ino, const char *name, size_t namelen,
                   struct f2fuse_attr *attr)
 {
-    struct lookup_args a = {.name = name, .len = namelen};
+    struct lookup_args a = {.name = name, .len = namelen, .attr = attr};
     int err = (int)read_inode(fs, dir_ino, lookup_step, &a);
     if (!err) {
-        err = f2fuse_getattr(fs, a.ino, attr);
+        err = (int)read_inode(fs, a.ino, found_step, &a);
         if (err)
             f2fuse_forget(fs, a.ino, 1);
     }
@@ -85,7 +114,8 @@ static ssize_t readdir_step(struct f2fuse *fs, const struct inode_info *dir, str
                             void *arg)
 {
     struct readdir_args *a = arg;
-    int err = dir_check(dir);
+    struct fscrypt_context ctx;
+    int err = dir_check(fs, dir, dpage, &ctx);
     return err ? err : dir_iterate(fs, dir, dpage, a->cookie, a->fn, a->arg);
 }
 
@@ -128,8 +158,15 @@ static ssize_t readlink_step(struct f2fuse *fs, const struct inode_info *ii, str
     struct buf_args *a = arg;
     if (!S_ISLNK(ii->mode))
         return -EINVAL;
-    if (ii->advise & FADVISE_ENCRYPT_BIT)
-        return -ENOKEY;
+    if (fscrypt_encrypted(ii)) {
+        char target[FSCRYPT_NOKEY_MAX_ENCODED + 1];
+        ssize_t n = fscrypt_symlink_target(fs, ii, ipage, target);
+        if (n < 0)
+            return n;
+        size_t copy = a->size < (size_t)n ? a->size : (size_t)n;
+        memcpy(a->buf, target, copy);
+        return (ssize_t)copy;
+    }
     if (ii->size == 0)
         return fs_corrupt(fs, "symlink %u has an empty target", ii->ino);
     return data_read(fs, ii, ipage, a->buf, a->size < ii->size ? a->size : ii->size, 0);
@@ -139,6 +176,32 @@ ssize_t f2fuse_readlink(struct f2fuse *fs, uint32_t ino, char *buf, size_t size)
 {
     struct buf_args a = {.buf = buf, .size = size};
     return read_inode(fs, ino, readlink_step, &a);
+}
+
+static ssize_t open_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                         void *arg)
+{
+    return fscrypt_check_open(fs, ii, ipage);
+}
+
+int f2fuse_open_check(struct f2fuse *fs, uint32_t ino)
+{
+    return (int)read_inode(fs, ino, open_step, NULL);
+}
+
+static ssize_t nonce_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                          void *nonce)
+{
+    struct fscrypt_context ctx;
+    int err = fscrypt_encrypted(ii) ? fscrypt_inode_context(fs, ii, ipage, &ctx) : -ENODATA;
+    if (!err)
+        memcpy(nonce, ctx.nonce, sizeof(ctx.nonce));
+    return err;
+}
+
+int f2fuse_encryption_nonce(struct f2fuse *fs, uint32_t ino, uint8_t nonce[16])
+{
+    return (int)read_inode(fs, ino, nonce_step, nonce);
 }
 
 static ssize_t getxattr_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,

@@ -20,7 +20,8 @@ int f2fuse_removexattr(struct f2fuse *fs, uint32_t ino, const char *name)
 
 int f2fuse_open_inode(struct f2fuse *fs, uint32_t ino)
 {
-    return inode_open(fs, ino);
+    int err = f2fuse_open_check(fs, ino);
+    return err ? err : inode_open(fs, ino);
 }
 
 static bool writable_flags(int flags)
@@ -35,7 +36,9 @@ int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags)
     struct inode_info ii;
     int err = inode_get(fs, ino, &ipage, &ii);
     if (!err) {
-        err = verity_open_check(fs, &ii, ipage, flags); /* verity.c */
+        err = fscrypt_check_open(fs, &ii, ipage); /* fscrypt.c: no key, no contents */
+        if (!err)
+            err = verity_open_check(fs, &ii, ipage, flags); /* verity.c */
         pcache_put(fs->cache, ipage);
     }
     op_read_end(fs, ino);

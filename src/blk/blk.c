@@ -105,6 +105,10 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
     emit(sink, "blk.bw_queue_ms.low", atomic_load(&dev->bw_class_wait_ns[2]) / 1000000);
     emit(sink, "blk.bw_queue_ms.idle", atomic_load(&dev->bw_class_wait_ns[3]) / 1000000);
     emit(sink, "blk.direct", dev->direct ? 1 : 0);
+    emit(sink, "blk.net.disconnects", atomic_load(&dev->stats.net_disconnects));
+    emit(sink, "blk.net.reconnects", atomic_load(&dev->stats.net_reconnects));
+    emit(sink, "blk.net.retries", atomic_load(&dev->stats.net_retries));
+    emit(sink, "blk.net.timeouts", atomic_load(&dev->stats.net_timeouts));
     /* every device shows the same names, so f2fuse stat's list does not depend on tests */
     static const struct blk_layer_ops *const kinds[] = {&blk_fault_layer_ops,
                                                         &blk_powercut_layer_ops};
@@ -470,10 +474,23 @@ enum blk_admit blk_admit_below(struct blk_layer *layer, struct blk_req *req)
     return admit_from(layer->dev, layer_below(layer), req);
 }
 
-/* Unaligned offset or length on O_DIRECT: the bounce path's read-modify-write. */
+/* Unaligned offset or length on O_DIRECT (or an export that needs aligned requests): the
+ * bounce path's read-modify-write. */
 bool blk_write_needs_rmw(const struct blk_dev *dev, const struct blk_req *req)
 {
-    return dev->direct && req->op == BLK_WRITE && !(is_aligned(req->off) && is_aligned(req->len));
+    return (dev->direct || dev->aligned_only) && req->op == BLK_WRITE &&
+           !(is_aligned(req->off) && is_aligned(req->len));
+}
+
+/* Whether a read or write has to go through the bounce path to reach the backend. */
+static bool needs_bounce(const struct blk_dev *dev, const struct blk_req *req)
+{
+    if (req->op != BLK_READ && req->op != BLK_WRITE)
+        return false;
+    bool range_ok = is_aligned(req->off) && is_aligned(req->len);
+    if (dev->direct)
+        return !(range_ok && is_aligned((uintptr_t)req->buf));
+    return dev->aligned_only && !range_ok;
 }
 
 static struct blk_req *prepare(struct blk_dev *dev, struct blk_req *req)
@@ -491,8 +508,7 @@ static struct blk_req *prepare(struct blk_dev *dev, struct blk_req *req)
         return NULL; /* a layer completes it later */
     if (v == BLK_ADMIT_PRESET)
         return req;
-    if (dev->direct && (req->op == BLK_READ || req->op == BLK_WRITE) &&
-        !(is_aligned(req->off) && is_aligned(req->len) && is_aligned((uintptr_t)req->buf)))
+    if (needs_bounce(dev, req))
         return bounce_begin(dev, req);
     return req;
 }
@@ -672,6 +688,27 @@ bool blk_is_sparse(const struct blk_dev *dev)
     return dev->ops == &blk_sparse_ops;
 }
 
+bool blk_is_network(const struct blk_dev *dev)
+{
+    return dev->network;
+}
+
+bool blk_path_is_network(const char *path, const char **package)
+{
+    /* the NBD URI schemes libnbd knows: nbd, nbds, each with +unix or +vsock */
+    static const char *const nbd_schemes[] = {"nbd://",       "nbds://",      "nbd+unix://",
+                                              "nbds+unix://", "nbd+vsock://", "nbds+vsock://"};
+    const char *pkg = NULL;
+    for (size_t i = 0; i < sizeof(nbd_schemes) / sizeof(nbd_schemes[0]); i++)
+        if (strncmp(path, nbd_schemes[i], strlen(nbd_schemes[i])) == 0)
+            pkg = "libnbd-dev";
+    if (strncmp(path, "rbd:", 4) == 0)
+        pkg = "librbd-dev";
+    if (package)
+        *package = pkg;
+    return pkg != NULL;
+}
+
 /* Whether the file starts with the Android sparse image magic (read on a descriptor of its
  * own: the device's may be O_DIRECT, which refuses a 4-byte read). */
 static bool file_is_sparse(const char *path)
@@ -848,11 +885,68 @@ static int start_backend(struct blk_dev *dev, const char *path, const struct blk
     return ret;
 }
 
+/* The last block of a network device must read: a server that claims more than it holds
+ * is caught at open rather than by the first read of the far end.  0, or -EIO logged. */
+static int probe_last_block(struct blk_dev *dev)
+{
+    if (dev->size < BLK_ALIGN)
+        return 0; /* too small for f2fs: super_load says so */
+    void *buf = blk_alloc_buf(BLK_ALIGN);
+    if (!buf)
+        return -ENOMEM;
+    uint64_t at = blk_align_down(dev->size - BLK_ALIGN);
+    int err = blk_read(dev, at, buf, BLK_ALIGN);
+    free(buf);
+    if (err)
+        log_err("%s: the server says the device has %llu bytes, but its last block (at byte "
+                "%llu) cannot be read (%s): the size it gives is wrong, or the device is "
+                "damaged; nothing was written",
+                dev->path, (unsigned long long)dev->size, (unsigned long long)at, strerror(-err));
+    return err ? -EIO : 0;
+}
+
+/* An NBD export or an RBD image: the backend connects in its init and sets the size. */
+static int open_network(const char *path, const struct blk_options *opts, struct blk_dev **out)
+{
+    struct blk_dev *dev = dev_new(path, opts);
+    if (!dev)
+        return -ENOMEM;
+    dev->network = true;
+    dev->ops = strncmp(path, "rbd:", 4) == 0 ? &blk_rbd_ops : &blk_nbd_ops;
+    dev->opening = opts;
+    int ret = dev->path ? dev->ops->init(dev) : -ENOMEM;
+    dev->opening = NULL;
+    if (ret < 0) {
+        dev->ops = NULL;
+        dev_free(dev);
+        return ret;
+    }
+    if (opts->partition && opts->partition[0]) {
+        log_err("%s: partition= needs an image file; over the network give the partition's "
+                "start with -o offset=BYTES, or export the partition alone (nbdkit's partition "
+                "filter)",
+                path);
+        ret = -EINVAL;
+    }
+    if (!ret)
+        ret = blk_window_apply(dev, path, opts);
+    if (!ret)
+        ret = probe_last_block(dev);
+    if (ret < 0) {
+        blk_close(dev);
+        return ret;
+    }
+    *out = dev;
+    return 0;
+}
+
 int blk_open(const char *path, const struct blk_options *opts, struct blk_dev **out)
 {
     static const struct blk_options defaults = {0};
     if (!opts)
         opts = &defaults;
+    if (blk_path_is_network(path, NULL))
+        return open_network(path, opts, out);
     const struct blk_backend_ops *ops;
     int ret = choose_backend(path, opts, &ops);
     if (ret < 0)

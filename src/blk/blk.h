@@ -1,8 +1,12 @@
-/* Block layer: the "disk" under the file system is an image file or a block device.
+/* Block layer: the "disk" under the file system is an image file, a block device, or a
+ * network device named by a URI (an NBD export, a Ceph RBD image).
  *
  * Backends sit behind struct blk_backend_ops:
  *   uring  io_uring + O_DIRECT (default; direct async I/O: no double caching, less CPU)
  *   psync  buffered pread/pwrite (the baseline, and the fallback where O_DIRECT is refused)
+ *   sparse an Android sparse image, read in place (read-only)
+ *   nbd    nbd://, nbds://, nbd+unix:// URIs through libnbd (when built with it)
+ *   rbd    rbd:POOL/IMAGE[@SNAP] through librbd (when built with it)
  *
  * Requests are asynchronous (blk_submit + a completion callback, called from the backend's
  * completion thread or, for psync, inline).  The blk_read/blk_write/blk_flush/blk_discard
@@ -88,7 +92,19 @@ struct blk_options {
      * past its end is past the end of the device.  0 and NULL: the whole file. */
     uint64_t offset;
     const char *partition;
+    /* Network devices: how long (seconds, 0 = 30) a server may stay unreachable or leave a
+     * request unanswered before requests fail with EIO; NBD connections when the server
+     * allows several (0 = 1); the Ceph client's id, ceph.conf and keyring (NULL or "":
+     * librados' defaults). */
+    unsigned net_timeout;
+    unsigned connections;
+    const char *ceph_id, *ceph_conf, *ceph_keyring;
 };
+
+/* Whether path names a network device rather than a file: "nbd://...", "nbds://...",
+ * "nbd+unix://..." and the other NBD URI schemes, or "rbd:POOL/IMAGE".  The Debian package
+ * whose library the backend needs goes to *package. */
+bool blk_path_is_network(const char *path, const char **package);
 
 /* Opens path (image file or block device).  With backend "uring" the device is opened
  * O_DIRECT; where that is refused (tmpfs, ...) it falls back to psync and logs why.  An
@@ -120,6 +136,8 @@ uint64_t blk_size(const struct blk_dev *dev); /* bytes */
 uint64_t blk_window_start(const struct blk_dev *dev);
 /* True when the file is an Android sparse image served by the sparse backend. */
 bool blk_is_sparse(const struct blk_dev *dev);
+/* True for an NBD export or an RBD image: there is no file to lock or probe. */
+bool blk_is_network(const struct blk_dev *dev);
 const char *blk_backend_name(const struct blk_dev *dev);
 
 /* What the device holds when it is not f2fs, for the message of a refused open: a file

@@ -55,12 +55,13 @@ static const char *advice(const char *type)
 /* A descriptor libblkid can read the device through, with the device's range in it. */
 static int probe_fd(struct blk_dev *dev, uint64_t *off, uint64_t *size)
 {
-    if (!blk_is_sparse(dev)) {
+    if (!blk_is_sparse(dev) && !dev->network) {
         *off = dev->window_start;
         *size = dev->size;
         return open(dev->path, O_RDONLY | O_CLOEXEC);
     }
-    /* the expanded image exists only through the chunk map: copy out its start */
+    /* the expanded image exists only through the chunk map, a network device only through
+     * its server: copy out its start */
     uint64_t n = dev->size < SPARSE_PROBE_BYTES ? dev->size : SPARSE_PROBE_BYTES;
     uint8_t *buf = blk_alloc_buf(n);
     int fd = buf ? memfd_create("f2fuse-probe", MFD_CLOEXEC) : -1;

@@ -36,6 +36,11 @@ struct blk_counters {
     atomic_uint_fast64_t inflight_max;
     atomic_uint_fast64_t ioprio_rejected;  /* 1 once the kernel refused an ioprio value */
     atomic_uint_fast64_t writes_submitted; /* caller write requests, counted at submission */
+    /* network devices (blk_nbd.c, blk_rbd.c) */
+    atomic_uint_fast64_t net_disconnects; /* connections lost */
+    atomic_uint_fast64_t net_reconnects;  /* connections made again */
+    atomic_uint_fast64_t net_retries;     /* requests run again (lost connection, server error) */
+    atomic_uint_fast64_t net_timeouts;    /* outages longer than net_timeout */
 };
 
 struct blk_bounce;
@@ -45,9 +50,15 @@ struct blk_layer;
 struct bw_ticket;
 
 struct blk_dev {
-    int fd;
-    char *path;       /* as opened: blk_identify.c and libblkid open it again */
-    bool direct;      /* opened O_DIRECT: the backend needs aligned requests */
+    int fd;       /* -1 on a network device */
+    char *path;   /* as opened: blk_identify.c and libblkid open it again; or the URI */
+    bool direct;  /* opened O_DIRECT: the backend needs aligned requests */
+    bool network; /* an NBD export or an RBD image: no descriptor, no file */
+    /* Offsets and lengths reach the backend 4 KiB-aligned (through the bounce path), as
+     * with direct, but buffers may sit anywhere: an export's minimum block size. */
+    bool aligned_only;
+    /* During blk_open only: what it was asked for, for a backend's init. */
+    const struct blk_options *opening;
     bool is_blockdev; /* discard is BLKDISCARD rather than a punched hole */
     bool read_only;
     uint64_t size; /* of the device: the window's length when there is one */
@@ -96,6 +107,8 @@ struct blk_dev {
 extern const struct blk_backend_ops blk_uring_ops;
 extern const struct blk_backend_ops blk_psync_ops;
 extern const struct blk_backend_ops blk_sparse_ops; /* blk_sparse.c: read-only */
+extern const struct blk_backend_ops blk_nbd_ops;    /* blk_nbd.c: nbd:// URIs */
+extern const struct blk_backend_ops blk_rbd_ops;    /* blk_rbd.c: rbd:POOL/IMAGE */
 
 static inline uint64_t blk_align_down(uint64_t v)
 {

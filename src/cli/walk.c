@@ -24,6 +24,7 @@ struct walk {
     bool quiet;
     unsigned errors;
     uint64_t entries, bytes;
+    uint64_t encrypted; /* files whose contents need a key f2fuse does not have */
     void *buf;
     uint32_t *seen_dirs; /* directories entered, to stop at loops */
     size_t nseen, capseen;
@@ -83,6 +84,14 @@ static void walk_file(struct walk *w, const char *path, const struct f2fuse_attr
     uint64_t off = 0;
     for (;;) {
         ssize_t n = f2fuse_read(w->fs, a->ino, w->buf, WALK_BUF, off);
+        if (n == -ENOKEY && off == 0) {
+            /* encrypted, and f2fuse has no key: nothing to read, nothing wrong */
+            w->encrypted++;
+            if (!w->quiet)
+                printf("f %06o %u %llu encrypted %s\n", a->mode & 07777, a->nlink,
+                       (unsigned long long)a->size, path);
+            return;
+        }
         if (n < 0) {
             problem(w, path, "read", (int)n);
             return;
@@ -267,7 +276,10 @@ int walk_main(int argc, char **argv)
                 (unsigned long long)w.entries);
         return 128 + w.prog.stop_signal;
     }
-    fprintf(stderr, "f2fuse: walked %llu entries, %llu bytes of file data, %u problem(s)\n",
-            (unsigned long long)w.entries, (unsigned long long)w.bytes, w.errors);
+    fprintf(stderr,
+            "f2fuse: walked %llu entries, %llu bytes of file data, %llu encrypted file(s), "
+            "%u problem(s)\n",
+            (unsigned long long)w.entries, (unsigned long long)w.bytes,
+            (unsigned long long)w.encrypted, w.errors);
     return w.errors ? 1 : 0;
 }

@@ -26,6 +26,7 @@ struct discard_control;
 struct wb_control;
 struct gc_control;
 struct verity_cache;
+struct casefold;
 struct inode_ref;
 struct quota;
 
@@ -67,6 +68,7 @@ struct f2fuse {
     struct gc_control *gc;           /* gc.c: segment cleaning */
     struct quota *quota;             /* quota.c: usage per id (images with quota files) */
     struct verity_cache *verity;     /* verity.c: parsed fs-verity descriptors */
+    struct casefold *casefold;       /* casefold.c: the encoding (NULL without casefold) */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's

@@ -557,6 +557,11 @@ int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *i
 static int zero_block_tail(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
                            uint64_t index, size_t keep, bool only_stale)
 {
+    /* An encrypted file's block is ciphertext: zeros written into it would decrypt to
+     * garbage, before the end too (a cipher block straddles it).  Only recovery truncates
+     * one without the key; the kernel's reads stop at i_size anyway. */
+    if (ii->advise & FADVISE_ENCRYPT_BIT)
+        return 0;
     uint64_t key = data_key(ii->ino, index);
     struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
     if (!page) {

@@ -75,9 +75,10 @@ static int entry_check(struct f2fuse *fs, const struct inode_info *dir, const st
     return (int)slots_for(len);
 }
 
-/* Finds dn in one container; returns 1 and its slot when found, 0 when not, or -errno. */
+/* Finds dn in one container; returns 1 and its slot when found, 0 when not, or -errno.  A
+ * scan (misplaced set) ignores hashes and notes entries whose hash is not their name's. */
 static int view_find(struct f2fuse *fs, const struct inode_info *dir, const struct dentry_view *v,
-                     const struct dir_name *dn, uint32_t *slot)
+                     const struct dir_name *dn, uint32_t *slot, bool *misplaced)
 {
     for (uint32_t pos = 0; pos < v->slots;) {
         if (!slot_used(v, pos)) {
@@ -90,11 +91,14 @@ static int view_find(struct f2fuse *fs, const struct inode_info *dir, const stru
             continue;
         }
         const struct f2fs_dir_entry *de = &v->dentry[pos];
-        if (dir_name_matches(fs, dir, dn, le32(de->hash_code), v->filename[pos],
-                             le16(de->name_len))) {
+        uint32_t hash = le32(de->hash_code), len = le16(de->name_len);
+        if (misplaced ? dir_name_same(fs, dir, dn, v->filename[pos], len)
+                      : dir_name_matches(fs, dir, dn, hash, v->filename[pos], len)) {
             *slot = pos;
             return 1;
         }
+        if (misplaced && !*misplaced && !dir_name_placed(fs, dir, hash, v->filename[pos], len))
+            *misplaced = true;
         pos += (uint32_t)slots;
     }
     return 0;
@@ -172,13 +176,12 @@ struct dentry_loc {
     uint32_t slot;
 };
 
-static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-                      const struct dir_name *dn, struct dentry_loc *loc)
+static int find_hashed(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const struct dir_name *dn, struct dentry_loc *loc)
 {
-    memset(loc, 0, sizeof(*loc));
     if (dir->inline_flags & F2FS_INLINE_DENTRY) {
         view_inline(&loc->v, dir, dpage->data);
-        return view_find(fs, dir, &loc->v, dn, &loc->slot);
+        return view_find(fs, dir, &loc->v, dn, &loc->slot, NULL);
     }
     for (uint32_t level = 0; level < dir->current_depth; level++) {
         uint64_t bucket = dn->hash % dir_buckets(level, dir->dir_level);
@@ -191,7 +194,7 @@ static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct pa
             if (!page)
                 continue;
             view_block(&loc->v, page->data);
-            int found = view_find(fs, dir, &loc->v, dn, &loc->slot);
+            int found = view_find(fs, dir, &loc->v, dn, &loc->slot, NULL);
             if (found) {
                 if (found > 0) {
                     loc->page = page;
@@ -207,22 +210,62 @@ static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct pa
     return 0;
 }
 
-struct name_match {
-    const char *name;
-    size_t len;
-    uint32_t ino;
-    bool found;
-};
-
-static int match_name(void *arg, const char *name, size_t len, uint32_t ino, unsigned type,
-                      uint64_t next)
+/* Every entry of dir, hashes ignored (the kernel's linear lookup after a hash miss in a
+ * casefolded directory); a scan that finds every entry hashed as f2fuse hashes it is the
+ * last one for dir. */
+static int scan_entries(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                        const struct dir_name *dn, struct dentry_loc *loc)
 {
-    struct name_match *m = arg;
-    if (len != m->len || memcmp(name, m->name, len) != 0)
-        return 0;
-    m->ino = ino;
-    m->found = true;
-    return 1;
+    bool misplaced = false;
+    int found = 0;
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        view_inline(&loc->v, dir, dpage->data);
+        found = view_find(fs, dir, &loc->v, dn, &loc->slot, &misplaced);
+    } else {
+        for (uint64_t b = 0; !found; b++) {
+            struct page *page;
+            int err = next_dir_block(fs, dir, dpage, &b, &page);
+            if (err || !page)
+                return err;
+            view_block(&loc->v, page->data);
+            found = view_find(fs, dir, &loc->v, dn, &loc->slot, &misplaced);
+            if (found > 0) {
+                loc->page = page;
+                loc->block = b;
+            } else {
+                pcache_put(fs->cache, page);
+            }
+        }
+    }
+    if (!found && !misplaced)
+        dir_name_scan_clean(fs, dir);
+    return found;
+}
+
+static int find_entry(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      const struct dir_name *dn, struct dentry_loc *loc)
+{
+    memset(loc, 0, sizeof(*loc));
+    int found = find_hashed(fs, dir, dpage, dn, loc);
+    if (found == 0 && dir_name_scan_on_miss(fs, dir, dn))
+        found = scan_entries(fs, dir, dpage, dn, loc);
+    return found;
+}
+
+static int lookup_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const struct dir_name *dn, uint32_t *ino)
+{
+    struct dentry_loc loc;
+    int found = find_entry(fs, dir, dpage, dn, &loc);
+    if (found < 0)
+        return found;
+    if (!found)
+        return -ENOENT;
+    *ino = le32(loc.v.dentry[loc.slot].ino);
+    pcache_put(fs->cache, loc.page);
+    if (!nid_valid(fs, *ino))
+        return fs_corrupt(fs, "directory %u: an entry points to invalid inode %u", dir->ino, *ino);
+    return 0;
 }
 
 int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
@@ -230,33 +273,15 @@ int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpa
 {
     struct dir_name dn;
     int err = dir_name_init(fs, dir, name, len, &dn);
-    if (err)
-        return err;
-    if (dir->flags & F2FS_CASEFOLD_FL) {
-        /* Casefolded names hash differently; an exact-name scan still finds them. */
-        struct name_match m = {name, len, 0, false};
-        err = dir_iterate(fs, dir, dpage, 0, match_name, &m);
-        if (err)
-            return err;
-        if (!m.found)
-            return -ENOENT;
-        *ino = m.ino;
-    } else {
-        struct dentry_loc loc;
-        int found = find_entry(fs, dir, dpage, &dn, &loc);
-        if (found < 0)
-            return found;
-        if (!found)
-            return -ENOENT;
-        *ino = le32(loc.v.dentry[loc.slot].ino);
-        pcache_put(fs->cache, loc.page);
-    }
-    if (!nid_valid(fs, *ino))
-        return fs_corrupt(fs,
-                          "directory %u: entry for a name of %zu bytes points to invalid "
-                          "inode %u",
-                          dir->ino, len, *ino);
-    return 0;
+    return err ? err : lookup_name(fs, dir, dpage, &dn, ino);
+}
+
+int dir_lookup_recorded(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                        const struct f2fs_inode *ri, uint32_t *ino)
+{
+    struct dir_name dn;
+    int err = dir_name_init_recorded(fs, dir, ri, &dn);
+    return err ? err : lookup_name(fs, dir, dpage, &dn, ino);
 }
 
 static unsigned dtype_of(uint8_t file_type)
@@ -291,10 +316,15 @@ static int view_iterate(struct f2fuse *fs, const struct inode_info *dir,
         if (slots < 0)
             return slots;
         const struct f2fs_dir_entry *de = &v->dentry[pos];
-        uint32_t ino = le32(de->ino);
+        char buf[DIR_NAME_SHOW_MAX];
+        const char *name;
+        size_t len;
+        int err = dir_name_show(fs, dir, le32(de->hash_code), v->filename[pos], le16(de->name_len),
+                                buf, &name, &len);
+        if (err)
+            return err;
         pos += (uint32_t)slots;
-        if (fn(arg, (const char *)v->filename[pos - (uint32_t)slots], le16(de->name_len), ino,
-               dtype_of(de->file_type), cookie_base + pos))
+        if (fn(arg, name, len, le32(de->ino), dtype_of(de->file_type), cookie_base + pos))
             return 1;
     }
     return 0;
@@ -535,27 +565,41 @@ static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct 
     return rehash_inline_entries(fs, dir, dpage);
 }
 
+static int add_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                    const struct dir_name *dn, uint32_t ino, uint16_t mode)
+{
+    if (dn->nokey)
+        return -ENOKEY; /* a new name needs the directory's key */
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        struct dentry_view v;
+        view_inline(&v, dir, dpage->data);
+        int pos = room_for(&v, slots_for((uint32_t)dn->len));
+        if (pos >= 0) {
+            put_entry(&v, (uint32_t)pos, dn->name, dn->len, dn->hash, ino, dir_file_type(mode));
+            pcache_mark_dirty(fs->cache, dpage);
+            return 0;
+        }
+        int err = convert_inline_dir(fs, dir, dpage);
+        if (err)
+            return err;
+    }
+    return add_block_entry(fs, dir, dpage, dn->name, dn->len, dn->hash, ino, dir_file_type(mode));
+}
+
 int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
                   size_t len, uint32_t ino, uint16_t mode)
 {
     struct dir_name dn;
     int err = dir_name_init(fs, dir, name, len, &dn);
-    if (err)
-        return err;
-    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
-        struct dentry_view v;
-        view_inline(&v, dir, dpage->data);
-        int pos = room_for(&v, slots_for((uint32_t)dn.len));
-        if (pos >= 0) {
-            put_entry(&v, (uint32_t)pos, dn.name, dn.len, dn.hash, ino, dir_file_type(mode));
-            pcache_mark_dirty(fs->cache, dpage);
-            return 0;
-        }
-        err = convert_inline_dir(fs, dir, dpage);
-        if (err)
-            return err;
-    }
-    return add_block_entry(fs, dir, dpage, dn.name, dn.len, dn.hash, ino, dir_file_type(mode));
+    return err ? err : add_name(fs, dir, dpage, &dn, ino, mode);
+}
+
+int dir_add_recorded(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                     const struct f2fs_inode *ri, uint32_t ino, uint16_t mode)
+{
+    struct dir_name dn;
+    int err = dir_name_init_recorded(fs, dir, ri, &dn);
+    return err ? err : add_name(fs, dir, dpage, &dn, ino, mode);
 }
 
 int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,

@@ -12,21 +12,62 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/casefold.h"
+#include "core/fscrypt.h"
+
 struct f2fuse;
 struct inode_info;
+struct f2fs_inode;
 
 struct dir_name {
-    const uint8_t *name; /* as the caller gave it: what a new entry stores */
+    const uint8_t *name; /* as the caller gave it: what a new entry stores (NULL: nokey) */
     size_t len;
     uint32_t hash; /* the hash_code of its entry */
+    /* In a casefolded directory (casefold.c): stored names match by their folded form when
+     * this name folds, by their bytes when it does not. */
+    bool casefolded;
+    bool folded;
+    uint8_t folded_len;
+    uint8_t folded_name[CASEFOLD_MAX];
+    /* In an encrypted directory (without its key) a caller names entries by their no-key
+     * names: nk holds the decoded one, and no new entry can be made from it.  This comes
+     * first: an encrypted casefolded directory matches no-key names by hash and ciphertext. */
+    bool nokey;
+    struct fscrypt_nokey nk;
 };
 
 /* Prepares name for an operation on dir: -ENAMETOOLONG past F2FS_NAME_LEN, -ENOENT for an
- * empty name. */
+ * empty name or, in an encrypted directory, one that is no no-key name, -EINVAL for a name
+ * a strict casefolded directory cannot fold. */
 int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, const char *name, size_t len,
                   struct dir_name *dn);
+/* Prepares the name inode ri records for itself (i_name, as its entry stores it: ciphertext
+ * in an encrypted directory, with the hash after it when that needs the key), for
+ * roll-forward recovery.  dn points into ri. */
+int dir_name_init_recorded(struct f2fuse *fs, const struct inode_info *dir,
+                           const struct f2fs_inode *ri, struct dir_name *dn);
 /* Whether the stored entry (its hash and name bytes) is dn. */
 bool dir_name_matches(struct f2fuse *fs, const struct inode_info *dir, const struct dir_name *dn,
                       uint32_t stored_hash, const uint8_t *stored, size_t stored_len);
+/* The name test alone: a scan after a hash miss (dir_name_scan_on_miss) ignores hashes. */
+bool dir_name_same(struct f2fuse *fs, const struct inode_info *dir, const struct dir_name *dn,
+                   const uint8_t *stored, size_t stored_len);
+/* Whether a miss of the hashed lookup must be confirmed by a scan of every entry: entries a
+ * kernel with another folding hashed may sit in other buckets (casefold.c). */
+bool dir_name_scan_on_miss(struct f2fuse *fs, const struct inode_info *dir,
+                           const struct dir_name *dn);
+/* A scan met only entries hashed as their names are here: no more scans of dir. */
+void dir_name_scan_clean(struct f2fuse *fs, const struct inode_info *dir);
+/* Whether a stored entry carries the hash its name gets here (a scan notes those that do
+ * not). */
+bool dir_name_placed(struct f2fuse *fs, const struct inode_info *dir, uint32_t stored_hash,
+                     const uint8_t *stored, size_t stored_len);
+
+/* The name a listing shows for a stored entry: its bytes, or in an encrypted directory its
+ * no-key name (built in buf).  A stored name no encryption makes is damage (-EIO). */
+#define DIR_NAME_SHOW_MAX (FSCRYPT_NOKEY_MAX_ENCODED + 1)
+int dir_name_show(struct f2fuse *fs, const struct inode_info *dir, uint32_t stored_hash,
+                  const uint8_t *stored, size_t stored_len, char buf[DIR_NAME_SHOW_MAX],
+                  const char **shown, size_t *shown_len);
 
 #endif

@@ -12,6 +12,7 @@
 #include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/fscrypt.h"
 #include "core/inode.h"
 #include "core/locks.h"
 #include "core/namei.h"
@@ -45,12 +46,16 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
     return err;
 }
 
-/* Whether a regular file's contents and size may change: a verity file never (EPERM: the
+/* Whether a regular file's contents and size may change: an encrypted one not without its
+ * key (ENOKEY: fscrypt_file_open, fscrypt_prepare_setattr); a verity file never (EPERM: the
  * kernel has no writable open of one, and fsverity_prepare_setattr refuses a new size); a
  * compressed file whose spare blocks were released (F2FS_COMPRESS_RELEASED) neither, as
  * the kernel's write path says (EPERM), but see file_setattr for its truncation. */
 static int contents_writable(struct f2fuse *fs, const struct inode_info *ii)
 {
+    int err = fscrypt_check_contents(ii);
+    if (err)
+        return err;
     if (verity_file(ii))
         return -EPERM;
     if (compress_file(ii) && (ii->inline_flags & F2FS_COMPRESS_RELEASED))
@@ -277,7 +282,7 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
         err = inode_decode(fs, ipage, ino, &ii);
     }
     if (!err && attr)
-        err = inode_fill_attr(fs, ri, &ii, attr);
+        err = inode_fill_attr(fs, ipage, &ii, attr);
     pcache_put(fs->cache, ipage);
     file_end(fs, ino);
     return err;

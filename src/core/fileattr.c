@@ -11,6 +11,7 @@
 
 #include "core/fileattr.h"
 #include "core/compress.h"
+#include "core/fscrypt.h"
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dir.h"
@@ -242,8 +243,6 @@ static int casefold_change_check(struct f2fuse *fs, const struct inode_info *ii,
 {
     if (!(fs->features & F2FS_FEATURE_CASEFOLD))
         return -EOPNOTSUPP;
-    if (ii->advise & FADVISE_ENCRYPT_BIT)
-        return -ENOKEY;
     bool empty;
     int err = dir_is_empty(fs, ii, ipage, &empty);
     return err ? err : empty ? 0 : -ENOTEMPTY;
@@ -277,6 +276,10 @@ static int64_t new_flags(struct f2fuse *fs, const struct inode_info *ii, struct 
     uint32_t changed = (ii->flags ^ want) & mask;
     if ((changed & (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL)) && caller_uid != 0)
         return -EPERM; /* CAP_LINUX_IMMUTABLE */
+    /* fscrypt_prepare_setflags, before the file system's checks: casefolded names of an
+     * encrypted directory hash with a key derived from its master key. */
+    if ((want & mask & ~ii->flags & F2FS_CASEFOLD_FL) && fscrypt_encrypted(ii))
+        return -ENOKEY;
     if (changed & FLAGS_NOT_HONOURED) {
         log_warn("inode %u: changing the flags 0x%x is not supported", ii->ino,
                  changed & FLAGS_NOT_HONOURED);

@@ -1,6 +1,6 @@
 /* The f2fs dentry name hash (fs/f2fs/hash.c): the name, 16 bytes at a time, padded with a
  * length-derived word, is folded into a 128-bit state by a TEA round.  "." and ".." hash
- * to 0. */
+ * to 0 (a casefolded name that folds to "." does not: tea_hash). */
 #include "core/context.h"
 #include "core/dir.h"
 
@@ -43,10 +43,8 @@ static void str_to_words(const uint8_t *msg, size_t len, uint32_t out[4])
         out[word++] = pad;
 }
 
-uint32_t dentry_hash(const uint8_t *name, size_t len)
+uint32_t tea_hash(const uint8_t *name, size_t len)
 {
-    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
-        return 0;
     uint32_t buf[4] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
     uint32_t in[4];
     const uint8_t *p = name;
@@ -59,4 +57,11 @@ uint32_t dentry_hash(const uint8_t *name, size_t len)
         len -= 16;
     }
     return buf[0];
+}
+
+uint32_t dentry_hash(const uint8_t *name, size_t len)
+{
+    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+        return 0;
+    return tea_hash(name, len);
 }

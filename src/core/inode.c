@@ -8,6 +8,7 @@
 #include "core/inode.h"
 #include "core/compress.h"
 #include "core/context.h"
+#include "core/fscrypt.h"
 #include "core/node.h"
 #include "util/crc.h"
 
@@ -186,8 +187,14 @@ int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struc
     bool is_dir = S_ISDIR(ii->mode);
     if ((ii->inline_flags & F2FS_INLINE_DATA) && !S_ISREG(ii->mode) && !S_ISLNK(ii->mode))
         return fs_corrupt(fs, "inode %u: inline data on a file of mode 0%o", ino, ii->mode);
+    /* Encrypted contents live in blocks only (f2fs_sanity_check_inline_data). */
+    if ((ii->inline_flags & F2FS_INLINE_DATA) && S_ISREG(ii->mode) && fscrypt_encrypted(ii))
+        return fs_corrupt(fs, "inode %u: inline data in an encrypted file", ino);
     if ((ii->inline_flags & F2FS_INLINE_DENTRY) && !is_dir)
         return fs_corrupt(fs, "inode %u: inline dentries on a non-directory", ino);
+    /* As the kernel's sanity_check_inode: names under it could not be hashed. */
+    if ((ii->flags & F2FS_CASEFOLD_FL) && !(fs->features & F2FS_FEATURE_CASEFOLD))
+        return fs_corrupt(fs, "inode %u: casefold flag on an image without casefolding", ino);
     if ((ii->inline_flags & F2FS_INLINE_DATA) && ii->size > inline_data_size(ii))
         return fs_corrupt(fs, "inode %u: inline file of %llu bytes, the inline area holds %u", ino,
                           (unsigned long long)ii->size, inline_data_size(ii));
@@ -227,9 +234,10 @@ static struct timespec ts(uint64_t sec, uint32_t nsec)
     return t;
 }
 
-int inode_fill_attr(struct f2fuse *fs, const struct f2fs_inode *ri, const struct inode_info *ii,
+int inode_fill_attr(struct f2fuse *fs, struct page *ipage, const struct inode_info *ii,
                     struct f2fuse_attr *attr)
 {
+    const struct f2fs_inode *ri = &page_node(ipage)->i;
     memset(attr, 0, sizeof(*attr));
     attr->ino = ii->ino;
     attr->mode = ii->mode;
@@ -256,6 +264,14 @@ int inode_fill_attr(struct f2fuse *fs, const struct f2fs_inode *ri, const struct
             attr->rdev = makedev((old >> 8) & 0xff, old & 0xff);
         else
             attr->rdev = makedev((new & 0xfff00) >> 8, (new & 0xff) | ((new >> 12) & 0xfff00));
+    }
+    if (S_ISLNK(ii->mode) && fscrypt_encrypted(ii)) {
+        /* st_size is what readlink shows (fscrypt_symlink_getattr): the no-key target. */
+        char target[FSCRYPT_NOKEY_MAX_ENCODED + 1];
+        ssize_t n = fscrypt_symlink_target(fs, ii, ipage, target);
+        if (n < 0)
+            return (int)n;
+        attr->size = (uint64_t)n;
     }
     return 0;
 }

@@ -34,7 +34,7 @@ struct inode_info {
 int inode_get(struct f2fuse *fs, uint32_t ino, struct page **page, struct inode_info *info);
 /* Checks an inode page and decodes it (inode_get without the read). */
 int inode_decode(struct f2fuse *fs, const struct page *page, uint32_t ino, struct inode_info *ii);
-int inode_fill_attr(struct f2fuse *fs, const struct f2fs_inode *ri, const struct inode_info *ii,
+int inode_fill_attr(struct f2fuse *fs, struct page *ipage, const struct inode_info *ii,
                     struct f2fuse_attr *attr);
 /* Byte offset and size of the inline data area inside the inode block. */
 uint32_t inline_data_offset(const struct inode_info *ii);

@@ -12,6 +12,7 @@
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dir.h"
+#include "core/fscrypt.h"
 #include "core/fsync.h"
 #include "core/fileattr.h"
 #include "core/inode.h"
@@ -450,6 +451,8 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
         err = -ENOENT; /* a removed directory that is still someone's cwd */
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
+    if (!err)
+        err = fscrypt_check_new_name(&dir);
     if (!err && (dir.mode & S_ISGID)) {
         /* A set-group-ID directory hands its group down, and the bit to subdirectories. */
         gid = le32(page_node(dpage)->i.i_gid);
@@ -478,7 +481,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
         inode_touch(dpage, true, true);
         pcache_mark_dirty(fs->cache, dpage);
         pcache_mark_dirty(fs->cache, ipage);
-        err = inode_fill_attr(fs, &page_node(ipage)->i, &ii, out);
+        err = inode_fill_attr(fs, ipage, &ii, out);
         if (!err)
             err = take_lookup_ref(fs, ii.ino);
     } else if (ipage) {
@@ -532,6 +535,8 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
     if (!err)
+        err = fscrypt_check_new_name(&dir); /* into an unencrypted one: allowed */
+    if (!err)
         err = dir_add_entry(fs, &dir, dpage, name, len, ino, ii.mode);
     if (!err) {
         fsync_needs_checkpoint(fs, ino);
@@ -540,7 +545,7 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
         inode_touch(dpage, true, true);
         pcache_mark_dirty(fs->cache, ipage);
         pcache_mark_dirty(fs->cache, dpage);
-        err = inode_fill_attr(fs, &page_node(ipage)->i, &ii, out);
+        err = inode_fill_attr(fs, ipage, &ii, out);
         if (!err)
             err = take_lookup_ref(fs, ino);
     }
@@ -867,6 +872,8 @@ static void rename_mark_changed(struct f2fuse *fs, struct rename_op *op)
 static int rename_locked(struct f2fuse *fs, struct rename_op *op)
 {
     int err = rename_load(fs, op);
+    if (!err) /* fscrypt_prepare_rename, before the file system's own checks */
+        err = fscrypt_check_rename(&op->odir, &op->ndir);
     if (!err)
         err = project_allows(fs, &op->ndir, op->ndpage, op->spage);
     if (!err && (op->flags & F2FUSE_RENAME_EXCHANGE))

@@ -29,6 +29,7 @@
 #include "core/dir.h"
 #include "core/extent.h"
 #include "core/fileattr.h"
+#include "core/fscrypt.h"
 #include "core/inode.h"
 #include "core/nat.h"
 #include "core/node.h"
@@ -267,13 +268,14 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
     if (!S_ISDIR(dir.mode)) {
         err = fs_corrupt(fs, "recovery: the parent %u of inode %u is not a directory", parent, ino);
     } else {
-        err = dir_lookup(fs, &dir, dpage, name, namelen, &existing);
+        err = dir_lookup_recorded(fs, &dir, dpage, from, &existing);
         if (err == 0) {
             /* f2fuse never writes this; the kernel would unlink the other inode. */
+            bool cipher = fscrypt_encrypted(&dir); /* no name to print */
             log_err("recovery: the name of fsync'ed new inode %u (%.*s) is taken by inode %u "
                     "in directory %u; f2fuse cannot replay that (mount the image with the "
                     "kernel first)",
-                    ino, (int)namelen, name, existing, parent);
+                    ino, cipher ? 9 : (int)namelen, cipher ? "encrypted" : name, existing, parent);
             err = -EOPNOTSUPP;
         } else if (err == -ENOENT) {
             err = node_new(fs, ino, ino, 0, true, &ipage);
@@ -296,7 +298,7 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
         }
     }
     if (!err)
-        err = dir_add_entry(fs, &dir, dpage, name, namelen, ino, le16(from->i_mode));
+        err = dir_add_recorded(fs, &dir, dpage, from, ino, le16(from->i_mode));
     if (!err) {
         pcache_mark_dirty(fs->cache, ipage);
         pcache_mark_dirty(fs->cache, dpage);

@@ -21,7 +21,8 @@ ssize_t xattr_list(struct f2fuse *fs, const struct inode_info *ii, struct page *
 int xattr_set(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, const char *name,
               const void *value, size_t size, int flags);
 /* The same for an attribute by its on-disk index and name, hidden ones too (fs-verity's
- * descriptor location, index 11 "v"). */
+ * descriptor location, index 11 "v"; the encryption context, 9 "c"): -ENODATA when absent,
+ * -ERANGE when over size. */
 ssize_t xattr_get_internal(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                            uint8_t index, const char *name, void *value, size_t size);
 int xattr_set_internal(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, uint8_t index,

@@ -2,6 +2,7 @@
  * code sends the flags as a 4-byte int whatever the command's declared long. */
 #include <errno.h>
 #include <linux/fs.h>
+#include <linux/fscrypt.h>
 #include <string.h>
 
 #include "f2fuse.h"
@@ -61,6 +62,21 @@ static int set_xattr(struct f2fuse *fs, uint32_t ino, uint32_t uid, const void *
     return f2fuse_fileattr_set(fs, ino, &fa, uid);
 }
 
+/* FS_IOC_GET_ENCRYPTION_NONCE (_IOR, 16 bytes: FUSE carries it; the policy ioctls declare
+ * sizes that cannot carry a policy back, _IOW and 9 bytes). */
+static int get_nonce(struct f2fuse *fs, uint32_t ino, void *out, size_t out_size, size_t *reply_len)
+{
+    uint8_t nonce[16];
+    if (out_size < sizeof(nonce))
+        return -EINVAL;
+    int err = f2fuse_encryption_nonce(fs, ino, nonce);
+    if (err)
+        return err;
+    memcpy(out, nonce, sizeof(nonce));
+    *reply_len = sizeof(nonce);
+    return 0;
+}
+
 int fileattr_ioctl(struct f2fuse *fs, uint32_t ino, unsigned int cmd, uint32_t caller_uid,
                    const void *in, size_t in_size, void *out, size_t out_size, size_t *reply_len)
 {
@@ -72,6 +88,8 @@ int fileattr_ioctl(struct f2fuse *fs, uint32_t ino, unsigned int cmd, uint32_t c
     case (unsigned int)FS_IOC32_SETFLAGS: return set_flags(fs, ino, caller_uid, in, in_size);
     case (unsigned int)FS_IOC_FSGETXATTR: return get_xattr(fs, ino, out, out_size, reply_len);
     case (unsigned int)FS_IOC_FSSETXATTR: return set_xattr(fs, ino, caller_uid, in, in_size);
+    case (unsigned int)FS_IOC_GET_ENCRYPTION_NONCE:
+        return get_nonce(fs, ino, out, out_size, reply_len);
     default: return -ENOTTY;
     }
 }

@@ -34,8 +34,9 @@
 
 /* Attributes and entries may be cached by the kernel for long: every change to the image
  * passes through this daemon. */
-#define CACHE_TIMEOUT 60.0
-#define MAX_IO        FUSE_MAX_IO
+#define CACHE_TIMEOUT    60.0
+#define FEATURE_CASEFOLD 0x1000u /* f2fs's casefold bit in f2fuse_features */
+#define MAX_IO           FUSE_MAX_IO
 
 /* The kernel's readahead window on this mount: FUSE's default (128 KiB) cuts buffered
  * sequential reads into 128 KiB READs; 1 MiB makes them 1 MiB (fuse-notes).  The bdi is
@@ -131,6 +132,7 @@ struct daemon {
     struct killpriv killpriv; /* killpriv.c: no GETXATTR before every WRITE */
     struct fuse_session *se;  /* for notifications to the kernel */
     struct fuse_ring *ring;   /* fuse_ring.c, with -o fuse_ring; set once, atomically */
+    bool casefold;            /* the image has casefolded directories */
 };
 
 static struct killpriv *killpriv_of(void *userdata)
@@ -227,24 +229,40 @@ static void entry_fill(const struct daemon *d, const struct f2fuse_attr *a,
     attr_to_stat(d, a, &e->attr);
 }
 
-/* Replies with the entry of a, which holds a lookup reference for the kernel. */
-static void reply_entry_attr(fuse_req_t req, struct daemon *d, const struct f2fuse_attr *a)
+/* How long the kernel may trust a name in parent (positive or negative).  A casefolded
+ * directory finds a name under any casing, but the dentry cache in front of FUSE compares
+ * bytes: a cached "FOO" would outlive the unlink of "foo", a negative "FOO" would hide a
+ * "foo" created later.  Names there are checked again at every use. */
+static double entry_timeout(struct daemon *d, fuse_ino_t parent)
 {
-    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
+    struct f2fuse_attr a;
+    if (!d->casefold)
+        return CACHE_TIMEOUT;
+    if (f2fuse_getattr(d->fs, to_f2fs(d, parent), &a) != 0 || (a.flags & FS_CASEFOLD_FL))
+        return 0;
+    return CACHE_TIMEOUT;
+}
+
+/* Replies with the entry of a, which holds a lookup reference for the kernel. */
+static void reply_entry_attr(fuse_req_t req, struct daemon *d, fuse_ino_t parent,
+                             const struct f2fuse_attr *a)
+{
+    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+                                 .entry_timeout = entry_timeout(d, parent)};
     entry_fill(d, a, &e);
     if (fuse_reply_entry(req, &e) != 0)
         f2fuse_forget(d->fs, a->ino, 1); /* the kernel never got the reference */
 }
 
 /* The reply of an operation that makes a new name: its entry, or the error. */
-static void reply_new_entry(fuse_req_t req, struct daemon *d, enum fuse_op op, int err,
-                            const struct f2fuse_attr *a)
+static void reply_new_entry(fuse_req_t req, struct daemon *d, fuse_ino_t parent, enum fuse_op op,
+                            int err, const struct f2fuse_attr *a)
 {
     count(d, op, err);
     if (err)
         reply_err(req, err);
     else
-        reply_entry_attr(req, d, a);
+        reply_entry_attr(req, d, parent, a);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -254,7 +272,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int err = f2fuse_lookup(d->fs, to_f2fs(d, parent), name, strlen(name), &a);
     count(d, OP_LOOKUP, err && err != -ENOENT);
     if (err == -ENOENT) {
-        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
+        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+                                     .entry_timeout = entry_timeout(d, parent)};
         fuse_reply_entry(req, &e); /* ino 0: a negative entry the kernel may cache */
         return;
     }
@@ -262,7 +281,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         reply_err(req, err);
         return;
     }
-    reply_entry_attr(req, d, &a);
+    reply_entry_attr(req, d, parent, &a);
 }
 
 /* The kernel drops lookup references: an unlinked inode goes with its last one. */
@@ -331,7 +350,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (d->read_only && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
         err = -EROFS;
     if (!err) {
-        /* The library refuses what the kernel's open does (a verity file for writing). */
+        /* The library refuses what the kernel's open does (an encrypted file without its
+         * key, a verity file for writing). */
         err = f2fuse_open_file(d->fs, to_f2fs(d, ino), fi->flags);
         fi->fh = err ? 0 : FH_COUNTED | (uint64_t)(fi->flags & O_ACCMODE) << FH_ACCMODE_SHIFT;
     }
@@ -472,12 +492,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
         err = -ENOMEM;
     size_t used = 0;
     unsigned unread = 0; /* entries whose attributes could not be read */
+    double timeout = plus && !err ? entry_timeout(d, ino) : CACHE_TIMEOUT;
     for (size_t i = 0; !err && i < f.count; i++) {
         struct dir_entry_copy *e = &f.entries[i];
         size_t room = size - used;
         if (plus) {
-            struct fuse_entry_param ep = {.attr_timeout = CACHE_TIMEOUT,
-                                          .entry_timeout = CACHE_TIMEOUT};
+            struct fuse_entry_param ep = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = timeout};
             bool dots = strcmp(e->name, ".") == 0 || strcmp(e->name, "..") == 0;
             struct f2fuse_attr a;
             /* By name: the lookup takes the reference the kernel gets with the entry. */
@@ -600,7 +620,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct f2fuse_attr a;
     int err = f2fuse_mknod(d->fs, to_f2fs(d, parent), name, strlen(name),
                            mode | F2FUSE_UMASK(ctx->umask), rdev, ctx->uid, ctx->gid, &a);
-    reply_new_entry(req, d, OP_MKNOD, err, &a);
+    reply_new_entry(req, d, parent, OP_MKNOD, err, &a);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -621,7 +641,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         reply_err(req, err);
         return;
     }
-    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = CACHE_TIMEOUT};
+    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+                                 .entry_timeout = entry_timeout(d, parent)};
     entry_fill(d, &a, &e);
     fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_create(req, &e, fi) != 0) {
@@ -637,7 +658,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     struct f2fuse_attr a;
     int err = f2fuse_mkdir(d->fs, to_f2fs(d, parent), name, strlen(name),
                            mode | F2FUSE_UMASK(ctx->umask), ctx->uid, ctx->gid, &a);
-    reply_new_entry(req, d, OP_MKDIR, err, &a);
+    reply_new_entry(req, d, parent, OP_MKDIR, err, &a);
 }
 
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
@@ -647,7 +668,7 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
     struct f2fuse_attr a;
     int err = f2fuse_symlink(d->fs, to_f2fs(d, parent), name, strlen(name), target, ctx->uid,
                              ctx->gid, &a);
-    reply_new_entry(req, d, OP_SYMLINK, err, &a);
+    reply_new_entry(req, d, parent, OP_SYMLINK, err, &a);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name)
@@ -656,7 +677,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const cha
     as_caller(req);
     struct f2fuse_attr a;
     int err = f2fuse_link(d->fs, to_f2fs(d, ino), to_f2fs(d, parent), name, strlen(name), &a);
-    reply_new_entry(req, d, OP_LINK, err, &a);
+    reply_new_entry(req, d, parent, OP_LINK, err, &a);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -1208,6 +1229,7 @@ int mount_main(int argc, char **argv)
         goto out;
     }
     d.root_ino = f2fuse_root_ino(d.fs);
+    d.casefold = f2fuse_features(d.fs) & FEATURE_CASEFOLD;
     add_kernel_options(&args, &c);
 
     se = fuse_session_new(&args, &f2fuse_ops, sizeof(f2fuse_ops), &d);

@@ -600,8 +600,8 @@ void fz_seed_whole_images(void)
 {
     fz_image_base();
     seed_current_image("base");
-    static const char *const others[] = {"fresh", "feat"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const others[] = {"fresh", "feat", "crypt"};
+    for (int i = 0; i < 3; i++) {
         char file[160];
         snprintf(file, sizeof(file), "%s/%s.img", fz.dir, others[i]);
         int in = open(file, O_RDONLY);

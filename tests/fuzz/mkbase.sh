@@ -6,10 +6,14 @@
 #   fresh.img  an empty mkfs image
 #   feat.img   extra_attr, inode_checksum, flexible_inline_xattr, inode_crtime,
 #              sb_checksum, lost_found with a small tree
+#   crypt.img  encrypt, a tree whose directory "sealed" tests/integration/f2crypt.py encrypts
+#              with a fixed key (/usr/bin/python3 with python3-cryptography; without them
+#              the tree stays plain)
 # The harness then adds xattrs with f2fuse itself.  Fixed UUID and timestamps keep the
 # layout the same from run to run.
 set -euo pipefail
 dir=${1:?usage: mkbase.sh DIR}
+here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$dir"
 tree=$(mktemp -d "${TMPDIR:-/tmp}/f2fuse-fuzz-tree.XXXXXX")
 trap "rm -rf \"\$tree\"" EXIT
@@ -50,3 +54,17 @@ load "$dir/base.img" "$tree"
 mk "$dir/fresh.img"
 mk "$dir/feat.img" extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,sb_checksum,lost_found
 load "$dir/feat.img" "$tree/small"
+
+# an encrypted tree: files in blocks (an encrypted file is never inline), an empty one, a
+# long name (a no-key name in the digest form), a symlink, a subdirectory
+mkdir -p crypt/sealed/sub
+head -c 3600 /dev/zero | tr '\0' 's' > crypt/sealed/first
+head -c 5000 /dev/zero | tr '\0' 't' > "crypt/sealed/$(head -c 180 /dev/zero | tr '\0' 'n')"
+: > crypt/sealed/empty
+head -c 4000 /dev/zero | tr '\0' 'u' > crypt/sealed/sub/inner
+ln -s first crypt/sealed/link
+touch -h -d @1700000000 crypt/sealed/link
+mk "$dir/crypt.img" encrypt
+load "$dir/crypt.img" "$tree/crypt"
+/usr/bin/python3 "$here/../integration/f2crypt.py" encrypt "$dir/crypt.img" /sealed \
+    "$(printf '%0128d' 7)" >/dev/null 2>&1 || echo "mkbase.sh: crypt.img left unencrypted" >&2

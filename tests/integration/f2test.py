@@ -1387,7 +1387,8 @@ def check_extents(img, chk, what="", regular_only=False):
                     chk.fail(tag + ": an inline inode carries an extent")
                 elif regular_only and not stat.S_ISREG(i["mode"]):
                     chk.fail(tag + ": a non-regular inode (mode %o) carries an extent" % i["mode"])
-                elif (fofs + length) * BLK > i["size"] + BLK - 1 and not i["advise"] & 0x10:  # KEEP_SIZE
+                elif ((fofs + length) * BLK > i["size"] + BLK - 1 and
+                      not i["advise"] & (0x10 | 0x40)):  # KEEP_SIZE, VERITY: blocks past EOF
                     chk.fail(tag + ": reaches past the size %d" % i["size"])
                 else:
                     bad = [k for k in range(length) if im.bmap(i, fofs + k) != blk + k]

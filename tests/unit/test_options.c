@@ -26,6 +26,9 @@ static void test_defaults(void)
     CHECK_EQ(o.compress_ext_count, 0);
     CHECK_EQ(o.nocompress_ext_count, 0);
     CHECK_EQ(o.queue_depth, 64);
+    CHECK_EQ(o.net_timeout, 30);
+    CHECK_EQ(o.connections, 1);
+    CHECK(o.ceph_id[0] == 0 && o.ceph_conf[0] == 0 && o.ceph_keyring[0] == 0);
     CHECK_EQ(o.cache_size, 64ull << 20);
     CHECK(o.read_only);
     CHECK_EQ(o.checkpoint_interval, 5);
