@@ -105,7 +105,7 @@ static void test_tables(void)
     check_table(&library_options, &o, sizeof(o));
     struct f2fuse_test_options t = {0};
     check_table(&test_options, &t, sizeof(t));
-    CHECK_EQ(library_options.count, 39); /* a new option: add it to test_defaults too */
+    CHECK_EQ(library_options.count, 44); /* a new option: add it to test_defaults too */
 }
 
 /* The quota options in the kernel's order: each type option adds its type, noquota clears,
