@@ -400,16 +400,19 @@ struct cluster_decoder {
     bool stop;
 };
 
-/* Finishes spans of w until none is left to take (in the reader and in the helper). */
-static void decode_spans(struct decode_work *w)
+/* Finishes spans of w until none is left to take (in the reader and in the helper);
+ * returns how many it finished. */
+static unsigned decode_spans(struct decode_work *w)
 {
-    for (unsigned i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) {
+    unsigned done = 0;
+    for (unsigned i; (i = atomic_fetch_add(&w->next, 1)) < w->n; done++) {
         int err = span_finish(w->fs, w->ii, w->ci, w->buf, w->off, &w->sps[i],
                               atomic_load(&w->err));
         int none = 0;
         if (err)
             atomic_compare_exchange_strong(&w->err, &none, err);
     }
+    return done;
 }
 
 static void *decoder_thread(void *arg)
@@ -425,7 +428,8 @@ static void *decoder_thread(void *arg)
         d->posted = NULL;
         d->current = w;
         pthread_mutex_unlock(&d->lock);
-        decode_spans(w);
+        struct f2fuse *fs = w->fs;
+        atomic_fetch_add(&fs->clusters.helper_spans, decode_spans(w));
         pthread_mutex_lock(&d->lock);
         d->current = NULL;
         pthread_cond_broadcast(&d->idle);
@@ -1086,5 +1090,6 @@ void cluster_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)
     emit(sink, "compress.clusters_decoded", atomic_load(&s->decoded));
     emit(sink, "compress.encode_cpu_us", atomic_load(&s->encode_ns) / 1000);
     emit(sink, "compress.decode_cpu_us", atomic_load(&s->decode_ns) / 1000);
+    emit(sink, "compress.decode_helper_spans", atomic_load(&s->helper_spans));
     emit(sink, "compress.gc_clusters_moved", atomic_load(&s->gc_moved));
 }

@@ -26,6 +26,7 @@ struct cluster_stats {
     atomic_uint_fast64_t decoded;              /* clusters decompressed (reads, rewrites) */
     atomic_uint_fast64_t encode_ns, decode_ns; /* thread CPU time in the codecs */
     atomic_uint_fast64_t gc_moved;             /* compressed clusters GC moved (blocks as are) */
+    atomic_uint_fast64_t helper_spans;         /* spans of reads the helper thread decoded */
 };
 
 struct cluster_decoder;
