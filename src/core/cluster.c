@@ -149,14 +149,16 @@ static int stored_blocks(struct f2fuse *fs, const struct inode_info *ii, uint64_
 }
 
 /* Requests reading the nr compressed blocks slots[1..nr] into buf, one per run of
- * consecutive addresses; returns how many were added at reqs[*nreq]. */
+ * consecutive addresses (a run goes on from the previous cluster's request when the device
+ * and the buffer both continue it: clusters written in a row are read in one request);
+ * they go to reqs[*nreq] on. */
 static void add_block_reads(const uint32_t *slots, int nr, uint8_t *buf, struct blk_req *reqs,
                             struct blk_req **rp, unsigned *nreq)
 {
     for (int k = 1; k <= nr; k++) {
         uint8_t *dst = buf + (size_t)(k - 1) * BLK;
         struct blk_req *last = *nreq ? &reqs[*nreq - 1] : NULL;
-        if (k > 1 && slots[k] == slots[k - 1] + 1 && last &&
+        if (last && last->off + last->len == (uint64_t)slots[k] * BLK &&
             (uint8_t *)last->buf + last->len == dst) {
             last->len += BLK;
             continue;
