@@ -1,6 +1,7 @@
 #include "cache/pcache.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -11,19 +12,37 @@
 #include "util/log.h"
 
 #define PAGE_BYTES 4096u
-#define MIN_PAGES  64u
+#define MIN_PAGES  (PCACHE_MIN_BYTES / PAGE_BYTES)
 
 /* Page buffers come from 256 KiB chunks carved into 4 KiB pages and are recycled through a
  * free list: memory stays at the cache's high-water mark instead of fragmenting the heap
- * (per-thread malloc arenas would otherwise hold freed pages of other threads). */
+ * (per-thread malloc arenas would otherwise hold freed pages of other threads).  When the
+ * budget shrinks, free buffers go back to the system (MADV_DONTNEED) and wait on a second
+ * list, outside their own memory (writing a link into one would page it in again). */
 #define POOL_CHUNK_PAGES 64
+#define POOL_KEEP_FREE   256u /* free buffers kept resident when giving memory back (1 MiB) */
 
 struct page_pool {
     pthread_mutex_t lock;
-    void *free_list; /* each free buffer's first word links to the next */
+    void *free_list; /* resident free buffers: each one's first word links to the next */
+    size_t nfree;
+    void **released; /* free buffers whose memory went back to the system */
+    size_t nreleased, capreleased;
     void **chunks;
     size_t nchunks, capchunks;
+    uint64_t given_back; /* bytes, in total */
 };
+
+/* The hash table starts small and doubles when it holds two pages per bucket.  The move is
+ * incremental (as Redis's dict): each insertion moves a few old buckets, and a bucket not
+ * moved yet is looked up in the old table, so no caller waits for a whole rehash. */
+#define INITIAL_BUCKETS_MAX (1u << 16)
+#define MAX_BUCKETS         (1u << 26)
+#define REHASH_STEP         8u /* old buckets moved per insertion */
+
+/* Pages a get or a put evicts at most: a budget that shrank by a lot is reached over many
+ * calls (and pcache_reclaim_step's batches), never in one long hold of the lock. */
+#define RECLAIM_BATCH 32u
 
 struct pcache {
     struct blk_dev *dev;
@@ -32,17 +51,28 @@ struct pcache {
     pthread_cond_t loaded; /* broadcast when any page finishes loading */
     struct page **buckets;
     size_t nbuckets;                /* power of two */
+    struct page **old_buckets;      /* during a resize: the table being moved, or NULL */
+    size_t old_nbuckets;            /* power of two */
+    size_t rehashed;                /* old buckets [0, rehashed) are moved */
     struct page lru;                /* sentinel: lru.lru_next is the least recently used */
     struct page dirty[PAGE_SPACES]; /* sentinels of the dirty lists, oldest first */
     size_t ndirty[PAGE_SPACES];     /* changed under the lock (atomically: read without it) */
     uint64_t max_pages;
     uint64_t pages;
+    uint64_t resizes;
     atomic_uint_fast64_t hits, misses, evictions, load_errors;
     atomic_uint_fast64_t bad_puts; /* puts of a page nobody held: a caller's bug, refused */
     /* pcache_inject_enomem (under lock) */
     uint64_t enomem_countdown, enomem_fired, allocations;
     bool enomem_sticky, enomem_dead;
 };
+
+static _Thread_local uint64_t thread_loads;
+
+uint64_t pcache_thread_loads(void)
+{
+    return thread_loads;
+}
 
 void pcache_inject_enomem(struct pcache *c, uint64_t nth, bool sticky)
 {
@@ -77,11 +107,79 @@ static bool enomem_injected(struct pcache *c)
     return fire;
 }
 
-static size_t bucket_of(const struct pcache *c, enum page_space space, uint64_t key)
+static uint64_t hash_of(enum page_space space, uint64_t key)
 {
     /* Fibonacci hashing spreads consecutive keys over the table. */
-    uint64_t h = (key ^ ((uint64_t)space << 62)) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & (c->nbuckets - 1);
+    return ((key ^ ((uint64_t)space << 62)) * 0x9E3779B97F4A7C15ull) >> 20;
+}
+
+/* The chain that holds (space, key) now: the old table's while its bucket is not moved. */
+static struct page **bucket_head(struct pcache *c, enum page_space space, uint64_t key)
+{
+    uint64_t h = hash_of(space, key);
+    if (c->old_buckets) {
+        size_t ob = (size_t)h & (c->old_nbuckets - 1);
+        if (ob >= c->rehashed)
+            return &c->old_buckets[ob];
+    }
+    return &c->buckets[(size_t)h & (c->nbuckets - 1)];
+}
+
+/* Moves up to n buckets of the old table into the new one (lock held). */
+static void rehash_step(struct pcache *c, size_t n)
+{
+    while (c->old_buckets && n--) {
+        struct page *p = c->old_buckets[c->rehashed++];
+        while (p) {
+            struct page *next = p->hash_next;
+            struct page **head = &c->buckets[(size_t)hash_of(p->space, p->key) & (c->nbuckets - 1)];
+            p->hash_next = *head;
+            *head = p;
+            p = next;
+        }
+        if (c->rehashed == c->old_nbuckets) {
+            free(c->old_buckets);
+            c->old_buckets = NULL;
+            c->old_nbuckets = c->rehashed = 0;
+        }
+    }
+}
+
+/* Before an insertion (lock held): go on moving, or start a move to a table twice as big
+ * once chains average two pages.  Without memory for it the chains just grow longer. */
+static void table_grow(struct pcache *c)
+{
+    if (c->old_buckets) {
+        rehash_step(c, REHASH_STEP);
+        return;
+    }
+    if (c->pages <= 2 * (uint64_t)c->nbuckets || c->nbuckets >= MAX_BUCKETS)
+        return;
+    struct page **bigger = calloc(c->nbuckets * 2, sizeof(*bigger));
+    if (!bigger)
+        return;
+    c->old_buckets = c->buckets;
+    c->old_nbuckets = c->nbuckets;
+    c->rehashed = 0;
+    c->buckets = bigger;
+    c->nbuckets *= 2;
+    rehash_step(c, REHASH_STEP);
+}
+
+/* Calls fn on every page in the table(s), which may unlink it (lock held). */
+static void table_walk(struct pcache *c, void (*fn)(struct pcache *c, struct page *p, void *arg),
+                       void *arg)
+{
+    for (size_t b = c->rehashed; c->old_buckets && b < c->old_nbuckets; b++)
+        for (struct page *p = c->old_buckets[b], *next; p; p = next) {
+            next = p->hash_next;
+            fn(c, p, arg);
+        }
+    for (size_t b = 0; b < c->nbuckets; b++)
+        for (struct page *p = c->buckets[b], *next; p; p = next) {
+            next = p->hash_next;
+            fn(c, p, arg);
+        }
 }
 
 static void list_init(struct page *head)
@@ -108,7 +206,7 @@ static void list_add_tail(struct page *head, struct page *p)
 
 static struct page *hash_find(struct pcache *c, enum page_space space, uint64_t key)
 {
-    struct page *p = c->buckets[bucket_of(c, space, key)];
+    struct page *p = *bucket_head(c, space, key);
     while (p && (p->key != key || p->space != space))
         p = p->hash_next;
     return p;
@@ -116,7 +214,7 @@ static struct page *hash_find(struct pcache *c, enum page_space space, uint64_t 
 
 static void hash_remove(struct pcache *c, struct page *p)
 {
-    struct page **pp = &c->buckets[bucket_of(c, p->space, p->key)];
+    struct page **pp = bucket_head(c, p->space, p->key);
     while (*pp && *pp != p)
         pp = &(*pp)->hash_next;
     if (*pp)
@@ -128,7 +226,7 @@ static void hash_remove(struct pcache *c, struct page *p)
 static void *pool_get(struct page_pool *pool)
 {
     pthread_mutex_lock(&pool->lock);
-    if (!pool->free_list) {
+    if (!pool->free_list && !pool->nreleased) {
         if (pool->nchunks == pool->capchunks) {
             size_t cap = pool->capchunks ? pool->capchunks * 2 : 64;
             void **n = realloc(pool->chunks, cap * sizeof(*n));
@@ -151,9 +249,16 @@ static void *pool_get(struct page_pool *pool)
             *(void **)buf = pool->free_list;
             pool->free_list = buf;
         }
+        pool->nfree += POOL_CHUNK_PAGES;
     }
-    void *buf = pool->free_list;
-    pool->free_list = *(void **)buf;
+    void *buf;
+    if (pool->free_list) {
+        buf = pool->free_list;
+        pool->free_list = *(void **)buf;
+        pool->nfree--;
+    } else {
+        buf = pool->released[--pool->nreleased]; /* paged in again by the caller's use */
+    }
     pthread_mutex_unlock(&pool->lock);
     return buf;
 }
@@ -163,7 +268,70 @@ static void pool_put(struct page_pool *pool, void *buf)
     pthread_mutex_lock(&pool->lock);
     *(void **)buf = pool->free_list;
     pool->free_list = buf;
+    pool->nfree++;
     pthread_mutex_unlock(&pool->lock);
+}
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Gives the memory of the free buffers beyond keep back to the system; returns the bytes.
+ * The buffers leave the free list under the lock, are released outside it in runs of
+ * adjacent addresses (one madvise each), then wait on the released list. */
+static uint64_t pool_give_back(struct page_pool *pool, size_t keep)
+{
+    pthread_mutex_lock(&pool->lock);
+    size_t want = pool->nfree > keep ? pool->nfree - keep : 0;
+    pthread_mutex_unlock(&pool->lock);
+    void **batch = want ? malloc(want * sizeof(*batch)) : NULL;
+    if (!batch)
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&pool->lock);
+    while (n < want && pool->nfree > keep) {
+        batch[n++] = pool->free_list;
+        pool->free_list = *(void **)pool->free_list;
+        pool->nfree--;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    qsort(batch, n, sizeof(*batch), by_address);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && (char *)batch[j] == (char *)batch[j - 1] + PAGE_BYTES)
+            j++;
+        madvise(batch[i], (j - i) * PAGE_BYTES, MADV_DONTNEED);
+        i = j;
+    }
+    pthread_mutex_lock(&pool->lock);
+    if (pool->nreleased + n > pool->capreleased) {
+        size_t cap = pool->capreleased * 2 > pool->nreleased + n ? pool->capreleased * 2
+                                                                 : pool->nreleased + n;
+        void **bigger = realloc(pool->released, cap * sizeof(*bigger));
+        if (bigger) {
+            pool->released = bigger;
+            pool->capreleased = cap;
+        }
+    }
+    size_t kept = 0;
+    if (pool->nreleased + n <= pool->capreleased) {
+        memcpy(pool->released + pool->nreleased, batch, n * sizeof(*batch));
+        pool->nreleased += n;
+    } else { /* no room to note them: back on the free list (each paged in by its link) */
+        for (size_t i = 0; i < n; i++) {
+            *(void **)batch[i] = pool->free_list;
+            pool->free_list = batch[i];
+        }
+        pool->nfree += n;
+        kept = n;
+    }
+    uint64_t bytes = (uint64_t)(n - kept) * PAGE_BYTES;
+    pool->given_back += bytes;
+    pthread_mutex_unlock(&pool->lock);
+    free(batch);
+    return bytes;
 }
 
 static void page_free(struct pcache *c, struct page *p)
@@ -177,28 +345,42 @@ static void page_free(struct pcache *c, struct page *p)
  * node blocks for each data page (bench/fio: ~19k node reads per 4 s of sequential writes). */
 #define CLEAN_RESERVE_PAGES 256u
 
-/* Frees least recently used clean unreferenced pages until at most target_pages remain
- * (or only the clean reserve on top of the dirty pages).  Called with the lock held. */
-static void reclaim(struct pcache *c, uint64_t target_pages)
+static uint64_t dirty_locked(const struct pcache *c)
 {
     uint64_t dirty = 0;
     for (int s = 0; s < PAGE_SPACES; s++)
         dirty += c->ndirty[s];
-    /* An eighth of the budget at most, so that a small cache keeps its budget exactly. */
-    uint64_t reserve = target_pages / 8 < CLEAN_RESERVE_PAGES ? target_pages / 8
-                                                              : CLEAN_RESERVE_PAGES;
-    if (target_pages < dirty + reserve)
-        target_pages = dirty + reserve;
+    return dirty;
+}
+
+/* The clean pages kept beside the dirty ones: an eighth of the budget at most, so that a
+ * small cache keeps its budget exactly. */
+static uint64_t clean_reserve(uint64_t budget_pages)
+{
+    return budget_pages / 8 < CLEAN_RESERVE_PAGES ? budget_pages / 8 : CLEAN_RESERVE_PAGES;
+}
+
+/* Frees up to max least recently used clean unreferenced pages while more than target_pages
+ * remain (or only the clean reserve on top of the dirty pages); returns how many.  Called
+ * with the lock held. */
+static size_t reclaim(struct pcache *c, uint64_t target_pages, size_t max)
+{
+    uint64_t floor = dirty_locked(c) + clean_reserve(target_pages);
+    if (target_pages < floor)
+        target_pages = floor;
+    size_t n = 0;
     struct page *p = c->lru.lru_next;
-    while (c->pages > target_pages && p != &c->lru) {
+    while (c->pages > target_pages && p != &c->lru && n < max) {
         struct page *next = p->lru_next;
         list_unlink(p);
         hash_remove(c, p);
         page_free(c, p);
         c->pages--;
-        atomic_fetch_add(&c->evictions, 1);
+        n++;
         p = next;
     }
+    atomic_fetch_add(&c->evictions, n);
+    return n;
 }
 
 int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **out)
@@ -210,8 +392,8 @@ int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **ou
     c->max_pages = budget_bytes / PAGE_BYTES;
     if (c->max_pages < MIN_PAGES)
         c->max_pages = MIN_PAGES;
-    c->nbuckets = 1024;
-    while (c->nbuckets < c->max_pages && c->nbuckets < (1u << 22))
+    c->nbuckets = 1024; /* grows with the pages (table_grow) */
+    while (c->nbuckets < c->max_pages && c->nbuckets < INITIAL_BUCKETS_MAX)
         c->nbuckets <<= 1;
     c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
     if (!c->buckets) {
@@ -234,22 +416,22 @@ int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **ou
     return 0;
 }
 
+static void destroy_page(struct pcache *c, struct page *p, void *arg)
+{
+    page_free(c, p);
+}
+
 void pcache_destroy(struct pcache *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->nbuckets; i++) {
-        struct page *p = c->buckets[i];
-        while (p) {
-            struct page *next = p->hash_next;
-            page_free(c, p);
-            p = next;
-        }
-    }
+    table_walk(c, destroy_page, NULL);
     free(c->buckets);
+    free(c->old_buckets);
     for (size_t i = 0; i < c->pool.nchunks; i++)
         munmap(c->pool.chunks[i], (size_t)POOL_CHUNK_PAGES * PAGE_BYTES);
     free(c->pool.chunks);
+    free(c->pool.released);
     pthread_mutex_destroy(&c->pool.lock);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->loaded);
@@ -285,13 +467,10 @@ static struct page *reclaim_one(struct pcache *c)
 {
     if (c->pages < c->max_pages || c->lru.lru_next == &c->lru)
         return NULL;
-    uint64_t dirty = 0;
-    for (int s = 0; s < PAGE_SPACES; s++)
-        dirty += c->ndirty[s];
     uint64_t target = c->max_pages - 1;
-    uint64_t reserve = target / 8 < CLEAN_RESERVE_PAGES ? target / 8 : CLEAN_RESERVE_PAGES;
-    if (target < dirty + reserve)
-        target = dirty + reserve;
+    uint64_t floor = dirty_locked(c) + clean_reserve(target);
+    if (target < floor)
+        target = floor;
     if (c->pages <= target)
         return NULL;
     struct page *p = c->lru.lru_next;
@@ -320,8 +499,8 @@ int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t b
     /* At the budget the evicted page is reused as it is; the allocation, the zeroing and
      * any further eviction happen outside the lock every request thread takes. */
     struct page *spare = reclaim_one(c);
-    if (!spare && c->pages >= c->max_pages)
-        reclaim(c, c->max_pages - 1);
+    if (c->pages >= c->max_pages)
+        reclaim(c, c->max_pages - 1, RECLAIM_BATCH);
     c->pages++; /* counted from here, so that concurrent misses do not overshoot the budget */
     pthread_mutex_unlock(&c->lock);
 
@@ -362,9 +541,10 @@ int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t b
             *out = other;
         return err;
     }
-    size_t b = bucket_of(c, space, key);
-    p->hash_next = c->buckets[b];
-    c->buckets[b] = p;
+    table_grow(c);
+    struct page **head = bucket_head(c, space, key);
+    p->hash_next = *head;
+    *head = p;
     p->in_table = true;
     pthread_mutex_unlock(&c->lock);
     if (!load) {
@@ -373,6 +553,7 @@ int pcache_get(struct pcache *c, enum page_space space, uint64_t key, uint64_t b
     }
 
     atomic_fetch_add(&c->misses, 1);
+    thread_loads++;
     int err = blk_read(c->dev, blkaddr * PAGE_BYTES, p->data, PAGE_BYTES);
 
     pthread_mutex_lock(&c->lock);
@@ -416,7 +597,7 @@ static struct page *put_locked(struct pcache *c, struct page *p)
         if (!p->dirty)
             list_add_tail(&c->lru, p);
         if (c->pages > c->max_pages)
-            reclaim(c, c->max_pages);
+            reclaim(c, c->max_pages, RECLAIM_BATCH);
     }
     return NULL;
 }
@@ -566,9 +747,67 @@ bool pcache_oldest_dirty(struct pcache *c, enum page_space space, uint64_t *key,
 bool pcache_over_budget(struct pcache *c)
 {
     pthread_mutex_lock(&c->lock);
-    bool over = c->pages > c->max_pages;
+    /* Over by pages that eviction cannot take: dirty ones (with their clean reserve), or
+     * referenced ones when no clean page is left.  Clean pages above a budget that just
+     * shrank are not a reason to write anything. */
+    bool over = c->pages > c->max_pages &&
+                (c->lru.lru_next == &c->lru ||
+                 dirty_locked(c) + clean_reserve(c->max_pages) >= c->max_pages);
     pthread_mutex_unlock(&c->lock);
     return over;
+}
+
+uint64_t pcache_budget(struct pcache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t pages = c->max_pages;
+    pthread_mutex_unlock(&c->lock);
+    return pages * PAGE_BYTES;
+}
+
+void pcache_set_budget(struct pcache *c, uint64_t budget_bytes)
+{
+    uint64_t pages = budget_bytes / PAGE_BYTES;
+    if (pages < MIN_PAGES)
+        pages = MIN_PAGES;
+    pthread_mutex_lock(&c->lock);
+    if (pages != c->max_pages)
+        c->resizes++;
+    c->max_pages = pages;
+    pthread_mutex_unlock(&c->lock);
+}
+
+size_t pcache_reclaim_step(struct pcache *c, size_t max)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t n = c->pages > c->max_pages ? reclaim(c, c->max_pages, max) : 0;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+uint64_t pcache_give_back(struct pcache *c)
+{
+    uint64_t bytes = pool_give_back(&c->pool, POOL_KEEP_FREE);
+    /* The pages' descriptors came from malloc: let it return what their frees emptied. */
+    if (bytes >= (4u << 20))
+        malloc_trim(0);
+    return bytes;
+}
+
+uint64_t pcache_resident_bytes(struct pcache *c)
+{
+    pthread_mutex_lock(&c->pool.lock);
+    uint64_t buffers = (uint64_t)c->pool.nchunks * POOL_CHUNK_PAGES - c->pool.nreleased;
+    pthread_mutex_unlock(&c->pool.lock);
+    return buffers * PAGE_BYTES;
+}
+
+size_t pcache_dirty_total(struct pcache *c)
+{
+    size_t n = 0;
+    for (int s = 0; s < PAGE_SPACES; s++)
+        n += __atomic_load_n(&c->ndirty[s], __ATOMIC_RELAXED);
+    return n;
 }
 
 static void drop(struct pcache *c, enum page_space space, uint64_t key, bool even_dirty)
@@ -602,6 +841,29 @@ void pcache_discard(struct pcache *c, enum page_space space, uint64_t key)
     drop(c, space, key, true);
 }
 
+struct range {
+    enum page_space space;
+    uint64_t lo, hi;
+};
+
+static void discard_in_range(struct pcache *c, struct page *p, void *arg)
+{
+    const struct range *r = arg;
+    if (p->space != r->space || p->key < r->lo || p->key > r->hi)
+        return;
+    if (p->dirty) {
+        p->dirty = false;
+        list_unlink(p);
+        __atomic_sub_fetch(&c->ndirty[p->space], 1, __ATOMIC_RELAXED);
+    }
+    hash_remove(c, p);
+    c->pages--;
+    if (p->refs == 0) {
+        list_unlink(p);
+        page_free(c, p);
+    }
+}
+
 void pcache_discard_range(struct pcache *c, enum page_space space, uint64_t lo, uint64_t hi)
 {
     if (hi < lo)
@@ -614,44 +876,28 @@ void pcache_discard_range(struct pcache *c, enum page_space space, uint64_t lo, 
         }
         return;
     }
+    struct range r = {.space = space, .lo = lo, .hi = hi};
     pthread_mutex_lock(&c->lock);
-    for (size_t b = 0; b < c->nbuckets; b++) {
-        struct page *p = c->buckets[b];
-        while (p) {
-            struct page *next = p->hash_next;
-            if (p->space == space && p->key >= lo && p->key <= hi) {
-                if (p->dirty) {
-                    p->dirty = false;
-                    list_unlink(p);
-                    __atomic_sub_fetch(&c->ndirty[space], 1, __ATOMIC_RELAXED);
-                }
-                hash_remove(c, p);
-                c->pages--;
-                if (p->refs == 0) {
-                    list_unlink(p);
-                    page_free(c, p);
-                }
-            }
-            p = next;
-        }
-    }
+    table_walk(c, discard_in_range, &r);
     pthread_mutex_unlock(&c->lock);
 }
 
 void pcache_shrink(struct pcache *c)
 {
     pthread_mutex_lock(&c->lock);
-    reclaim(c, 0);
+    reclaim(c, 0, SIZE_MAX);
     pthread_mutex_unlock(&c->lock);
 }
 
 void pcache_emit_stats(struct pcache *c, stat_emit_fn emit, void *sink)
 {
     pthread_mutex_lock(&c->lock);
-    uint64_t pages = c->pages, dirty = 0, enomem = c->enomem_fired, allocs = c->allocations;
-    for (int s = 0; s < PAGE_SPACES; s++)
-        dirty += c->ndirty[s];
+    uint64_t pages = c->pages, dirty = dirty_locked(c), enomem = c->enomem_fired,
+             allocs = c->allocations, budget = c->max_pages * PAGE_BYTES, resizes = c->resizes;
     pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&c->pool.lock);
+    uint64_t given_back = c->pool.given_back;
+    pthread_mutex_unlock(&c->pool.lock);
     emit(sink, "cache.hits", atomic_load(&c->hits));
     emit(sink, "cache.misses", atomic_load(&c->misses));
     emit(sink, "cache.evictions", atomic_load(&c->evictions));
@@ -662,5 +908,8 @@ void pcache_emit_stats(struct pcache *c, stat_emit_fn emit, void *sink)
     emit(sink, "cache.pages", pages);
     emit(sink, "cache.dirty_pages", dirty);
     emit(sink, "cache.bytes", pages * PAGE_BYTES);
-    emit(sink, "cache.budget_bytes", c->max_pages * PAGE_BYTES);
+    emit(sink, "cache.budget_bytes", budget);
+    emit(sink, "cache.resident_bytes", pcache_resident_bytes(c));
+    emit(sink, "cache.resizes", resizes);
+    emit(sink, "cache.given_back_bytes", given_back);
 }

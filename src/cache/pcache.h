@@ -5,7 +5,9 @@
  * A memory budget with LRU reclaim of unreferenced clean pages, one load per page even when
  * many threads ask at once, and dirty tracking: dirty pages are never reclaimed; the core
  * writes them back (pcache_collect_dirty) and may go over the budget meanwhile, which it
- * sees through pcache_over_budget(). */
+ * sees through pcache_over_budget().  The budget changes at run time (pcache_set_budget):
+ * a smaller one is reached a batch at a time, and the memory given up goes back to the
+ * system (pcache_give_back). */
 #ifndef F2FUSE_CACHE_PCACHE_H
 #define F2FUSE_CACHE_PCACHE_H
 
@@ -46,6 +48,30 @@ struct page {
 /* budget_bytes: the most memory the pages may take (at least 64 pages are kept). */
 int pcache_create(struct blk_dev *dev, uint64_t budget_bytes, struct pcache **out);
 void pcache_destroy(struct pcache *cache);
+
+/* The smallest budget a cache keeps (64 pages). */
+#define PCACHE_MIN_BYTES (64u * 4096u)
+
+/* The budget now, in bytes. */
+uint64_t pcache_budget(struct pcache *cache);
+/* Changes the budget (at least PCACHE_MIN_BYTES).  Growing takes effect at once.  Shrinking
+ * lowers the limit at once; every later get and put then evicts a few clean pages, and
+ * pcache_reclaim_step does the rest in batches, so that no caller waits for a long eviction.
+ * Dirty pages stay: the caller writes them back when they alone are over the budget
+ * (pcache_dirty_total, pcache_over_budget). */
+void pcache_set_budget(struct pcache *cache, uint64_t budget_bytes);
+/* Evicts up to max clean unreferenced pages while the cache is over its budget (the clean
+ * reserve beside dirty pages stays); returns how many went.  0: nothing more to evict. */
+size_t pcache_reclaim_step(struct pcache *cache, size_t max);
+/* Returns the memory of page buffers no page uses (beyond a small reserve) to the system;
+ * the bytes given back.  A buffer given back is reused (and paged in again) when needed. */
+uint64_t pcache_give_back(struct pcache *cache);
+/* Bytes of page buffers resident now (in use or kept for reuse). */
+uint64_t pcache_resident_bytes(struct pcache *cache);
+/* Dirty pages of every space. */
+size_t pcache_dirty_total(struct pcache *cache);
+/* Pages this thread has read from the device so far (a caller's "did that cost a read?"). */
+uint64_t pcache_thread_loads(void);
 
 /* Returns a referenced, up-to-date page for (space, key), reading it from blkaddr when not
  * cached (PCACHE_NO_LOAD: zero-filled), or -errno.  Release with pcache_put. */
@@ -104,7 +130,8 @@ void pcache_inject_enomem(struct pcache *cache, uint64_t nth, bool sticky);
  * this one is to fail. */
 bool pcache_alloc_fails(struct pcache *cache);
 
-/* Counters "cache.*": hits, misses, evictions, pages, dirty pages, bytes, budget. */
+/* Counters "cache.*": hits, misses, evictions, pages, dirty pages, bytes, budget, resizes,
+ * memory given back. */
 void pcache_emit_stats(struct pcache *cache, stat_emit_fn emit, void *sink);
 
 #endif
