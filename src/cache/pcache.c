@@ -297,6 +297,10 @@ static uint64_t pool_give_back(struct page_pool *pool, size_t keep)
         pool->nfree--;
     }
     pthread_mutex_unlock(&pool->lock);
+    if (n == 0) { /* taken meanwhile */
+        free(batch);
+        return 0;
+    }
     qsort(batch, n, sizeof(*batch), by_address);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
