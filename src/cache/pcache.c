@@ -798,6 +798,14 @@ uint64_t pcache_give_back(struct pcache *c)
     return bytes;
 }
 
+uint64_t pcache_used_bytes(struct pcache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t pages = c->pages;
+    pthread_mutex_unlock(&c->lock);
+    return pages * PAGE_BYTES;
+}
+
 uint64_t pcache_resident_bytes(struct pcache *c)
 {
     pthread_mutex_lock(&c->pool.lock);

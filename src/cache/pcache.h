@@ -66,6 +66,8 @@ size_t pcache_reclaim_step(struct pcache *cache, size_t max);
 /* Returns the memory of page buffers no page uses (beyond a small reserve) to the system;
  * the bytes given back.  A buffer given back is reused (and paged in again) when needed. */
 uint64_t pcache_give_back(struct pcache *cache);
+/* Bytes the pages take now (cached, dirty or held). */
+uint64_t pcache_used_bytes(struct pcache *cache);
 /* Bytes of page buffers resident now (in use or kept for reuse). */
 uint64_t pcache_resident_bytes(struct pcache *cache);
 /* Dirty pages of every space. */

@@ -28,6 +28,7 @@ struct verity_cache;
 struct casefold;
 struct inode_ref;
 struct quota;
+struct cache_sizer;
 
 #define INODE_LOCK_STRIPES 64
 
@@ -68,6 +69,7 @@ struct f2fuse {
     struct quota *quota;             /* quota.c: usage per id (images with quota files) */
     struct verity_cache *verity;     /* verity.c: parsed fs-verity descriptors */
     struct casefold *casefold;       /* casefold.c: the encoding (NULL without casefold) */
+    struct cache_sizer *sizer;       /* cachesize.c: cache_size=auto */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's

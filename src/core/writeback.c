@@ -111,7 +111,8 @@ static struct wb_tunables tunables_of(const struct f2fuse_options *o)
 
 static void limits_locked(struct f2fuse *fs, struct wb_limits *l)
 {
-    wb_limits_compute(&fs->wb->t, fs->opts.cache_size, fs->wb->est.bw, l);
+    /* The base is the cache's size now: it changes with cache_size=auto (cachesize.c). */
+    wb_limits_compute(&fs->wb->t, pcache_budget(fs->cache), fs->wb->est.bw, l);
 }
 
 static void publish_limits_locked(struct f2fuse *fs)
@@ -134,6 +135,16 @@ void writeback_retune(struct f2fuse *fs, const struct f2fuse_options *opts)
     wb->t = tunables_of(opts);
     publish_limits_locked(fs);
     pthread_cond_signal(&wb->wake); /* a new threshold may call for writeback now */
+    pthread_mutex_unlock(&wb->lock);
+}
+
+void writeback_resized(struct f2fuse *fs)
+{
+    struct wb_control *wb = fs->wb;
+    pthread_mutex_lock(&wb->lock);
+    publish_limits_locked(fs);
+    pthread_cond_signal(&wb->wake);        /* a smaller limit may call for writeback now */
+    pthread_cond_broadcast(&wb->progress); /* a bigger one may release waiting writers */
     pthread_mutex_unlock(&wb->lock);
 }
 

@@ -25,6 +25,9 @@ void writeback_destroy(struct f2fuse *fs);
  * mount's tunables (f2fuse_tune has validated them). */
 void writeback_retune(struct f2fuse *fs, const struct f2fuse_options *opts);
 
+/* The page cache's size changed (cachesize.c): the limits, ratios of it, follow. */
+void writeback_resized(struct f2fuse *fs);
+
 /* Write path, outside every lock: _before waits while the write would take dirty data past
  * the hard limit; _after pauses the writer smoothly and kicks the flusher. */
 void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes);

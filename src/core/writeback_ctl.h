@@ -27,7 +27,8 @@ struct wb_limits {
     uint64_t bg_time;    /* bandwidth × dirty_background_time (0 = off) */
 };
 
-/* base = the cache budget (cache_size): the most dirty data could ever take. */
+/* base = the cache's size now (cache_size, or what cache_size=auto chose): the most dirty
+ * data could ever take. */
 void wb_limits_compute(const struct wb_tunables *t, uint64_t base, uint64_t bw_bytes_per_s,
                        struct wb_limits *out);
 
