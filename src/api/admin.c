@@ -97,6 +97,10 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     quota_emit_stats(fs, fn, arg);     /* quota.c */
     verity_emit_stats(fs, fn, arg);    /* verity.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
+    fn(arg, "fs.lookups", atomic_load(&fs->lookups));
+    fn(arg, "fs.lookup_device_reads", atomic_load(&fs->lookup_device_reads));
+    fn(arg, "fs.getattrs", atomic_load(&fs->getattrs));
+    fn(arg, "fs.getattr_device_reads", atomic_load(&fs->getattr_device_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync.fast));
     fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
     fn(arg, "fsync.flushes", atomic_load(&fs->flushes.issued));

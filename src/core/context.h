@@ -124,6 +124,9 @@ struct f2fuse {
 
     atomic_uint_fast64_t corrupt_hits; /* times a damaged structure was met */
     atomic_uint_fast64_t inode_reads;
+    /* api/read.c: lookups and getattrs, and those of them that read the device (a miss of
+     * the page cache: what a cache big enough for the tree's metadata takes to zero) */
+    atomic_uint_fast64_t lookups, lookup_device_reads, getattrs, getattr_device_reads;
 
     /* imagelock.c: one writer per image (flock held by a read-write open). */
     int lock_fd;
