@@ -18,6 +18,7 @@
 #include "util/stats.h"
 
 struct pcache;
+struct page_group;
 
 enum page_space { PAGE_META, PAGE_NODE, PAGE_DATA, PAGE_SPACES };
 
@@ -43,6 +44,8 @@ struct page {
     uint64_t dirtied_ns; /* CLOCK_MONOTONIC when it last went from clean to dirty */
     struct page *hash_next;
     struct page *lru_prev, *lru_next; /* LRU (clean, unreferenced) or the dirty list */
+    struct page_group *group;         /* PAGE_DATA: the file's pages (NULL: not indexed) */
+    struct page *group_prev, *group_next;
 };
 
 /* budget_bytes: the most memory the pages may take (at least 64 pages are kept). */
@@ -114,8 +117,10 @@ bool pcache_over_budget(struct pcache *cache);
 /* Drops (space, key) from the cache: the next get reads it again.  A holder of a reference
  * keeps its copy.  A dirty page is left alone. */
 void pcache_forget(struct pcache *cache, enum page_space space, uint64_t key);
-/* Discards every page of space whose key lies in [lo, hi] (dirty or not), walking either the
- * keys or the whole table, whichever is shorter. */
+/* Discards every page of space whose key lies in [lo, hi] (dirty or not).  A range within
+ * one file's PAGE_DATA keys walks that file's pages only (an index per ino, key >> 32), so
+ * that a truncate or unlink costs what the file has cached, not what the cache holds;
+ * otherwise the keys or the whole table, whichever is shorter. */
 void pcache_discard_range(struct pcache *cache, enum page_space space, uint64_t lo, uint64_t hi);
 
 /* Like pcache_forget, but also throws away a dirty page (its content is no longer wanted:

@@ -476,6 +476,53 @@ static void table_grows_in_use(void)
     pcache_destroy(c);
 }
 
+/* A range inside one file's PAGE_DATA keys goes by the file's own list: only its pages in
+ * the range go (dirty and held ones too), every other file's stay; a range across files
+ * still works. */
+static void file_range_discard(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 64 << 20, &c), 0);
+    for (uint64_t ino = 1; ino <= 20; ino++)
+        for (uint64_t i = 0; i < 300; i += 3) { /* sparse indexes, beyond the bucket count */
+            struct page *p;
+            CHECK_EQ(pcache_get(c, PAGE_DATA, ino << 32 | (i * 1000), PCACHE_NO_LOAD, &p), 0);
+            if (i % 2)
+                pcache_put_dirty(c, p);
+            else
+                pcache_put(c, p);
+        }
+    struct page *held = pcache_find(c, PAGE_DATA, 7ull << 32 | 150000);
+    CHECK(held != NULL);
+    CHECK_EQ(counters_of(c).pages, 20 * 100);
+    /* a truncate of file 7 to block 150000: its pages from there go */
+    pcache_discard_range(c, PAGE_DATA, 7ull << 32 | 150000, 7ull << 32 | 0xffffffffu);
+    CHECK_EQ(counters_of(c).pages, 20 * 100 - 50);
+    CHECK(pcache_find(c, PAGE_DATA, 7ull << 32 | 150000) == NULL);
+    struct page *p = pcache_find(c, PAGE_DATA, 7ull << 32 | 147000);
+    CHECK(p != NULL);
+    pcache_put(c, p);
+    pcache_put(c, held); /* discarded while held: freed now (ASan) */
+    /* an unlink of file 3: all of it, nothing of file 4 */
+    pcache_discard_range(c, PAGE_DATA, 3ull << 32, 3ull << 32 | 0xffffffffu);
+    CHECK_EQ(counters_of(c).pages, 20 * 100 - 150);
+    p = pcache_find(c, PAGE_DATA, 4ull << 32);
+    CHECK(p != NULL);
+    pcache_put(c, p);
+    CHECK(pcache_find(c, PAGE_DATA, 3ull << 32) == NULL);
+    pcache_discard_range(c, PAGE_DATA, 99ull << 32, 99ull << 32 | 0xffffffffu); /* no pages */
+    /* files 10 to 12 at once: the walk */
+    pcache_discard_range(c, PAGE_DATA, 10ull << 32, 12ull << 32 | 0xffffffffu);
+    CHECK_EQ(counters_of(c).pages, 20 * 100 - 450);
+    CHECK_EQ(pcache_dirty_total(c), 20 * 50 - 25 - 50 - 150);
+    /* the file's pages come back under a fresh list */
+    CHECK_EQ(pcache_get(c, PAGE_DATA, 3ull << 32 | 5, PCACHE_NO_LOAD, &p), 0);
+    pcache_put(c, p);
+    pcache_discard_range(c, PAGE_DATA, 3ull << 32, 3ull << 32 | 0xffffffffu);
+    CHECK(pcache_find(c, PAGE_DATA, 3ull << 32 | 5) == NULL);
+    pcache_destroy(c);
+}
+
 /* Readers, writers of dirty pages and a resizer at once (run it under ThreadSanitizer too:
  * make SAN=thread build-tsan/tests/test_pcache): contents stay right, and once the resizer
  * stops and the dirty pages are cleaned the budget holds. */
@@ -583,6 +630,7 @@ int main(void)
     RUN(shrink_keeps_dirty_pages);
     RUN(table_grows_in_use);
     RUN(resize_under_concurrency);
+    RUN(file_range_discard);
     blk_close(dev);
     unlink(path);
     return CHECK_DONE();
