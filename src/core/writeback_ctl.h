@@ -39,6 +39,7 @@ enum wb_reason {
     WB_BACKGROUND, /* dirty > dirty_background_{bytes,ratio} */
     WB_BG_TIME,    /* dirty > bandwidth × dirty_background_time */
     WB_EXPIRE,     /* the oldest dirty data is older than dirty_expire_ms */
+    WB_SYNC,       /* a sync (the checkpoint timer) wants data dirtied before it written */
     WB_REASONS
 };
 const char *wb_reason_name(enum wb_reason r);
