@@ -702,6 +702,7 @@ def cgroup_curve(base):
                                stdout=subprocess.DEVNULL)
                 drop_caches("2")
                 reset_hwm(p.pid)
+                reads0 = f2fuse_counters(F2FUSE, mnt).get("fs.lookup_device_reads", 0)
                 t0 = time.monotonic()
                 subprocess.run([META, "stat", tree, str(CURVE_FILES), "4", "16"], check=True,
                                stdout=subprocess.DEVNULL)
@@ -710,7 +711,7 @@ def cgroup_curve(base):
                 pt = {"limit_mib": limit, "files_per_s": CURVE_FILES / secs,
                       "rss_mib": proc_hwm_mib(p.pid), "cgroup_peak_mib": cg.peak_mib(),
                       "budget_mib": st.get("cache.budget_bytes", 0) / (1 << 20),
-                      "device_reads": st.get("fs.lookup_device_reads", 0),
+                      "device_reads": st.get("fs.lookup_device_reads", 0) - reads0,
                       "shrinks": st.get("cache.shrinks", 0),
                       "given_back_mib": st.get("cache.given_back_bytes", 0) / (1 << 20),
                       "alive": p.poll() is None}
