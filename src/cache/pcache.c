@@ -21,12 +21,15 @@
  * list, outside their own memory (writing a link into one would page it in again). */
 #define POOL_CHUNK_PAGES 64
 #define POOL_KEEP_FREE   256u /* free buffers kept resident when giving memory back (1 MiB) */
+/* pcache_give_back_idle: at least this many buffers free through a whole period (16 MiB) */
+#define IDLE_GIVE_BACK_MIN 4096u
 
 struct page_pool {
     pthread_mutex_t lock;
     void *free_list; /* resident free buffers: each one's first word links to the next */
     size_t nfree;
-    void **released; /* free buffers whose memory went back to the system */
+    size_t nfree_low; /* the fewest free buffers since the last idle give-back */
+    void **released;  /* free buffers whose memory went back to the system */
     size_t nreleased, capreleased;
     void **chunks;
     size_t nchunks, capchunks;
@@ -73,7 +76,8 @@ struct pcache {
     uint64_t pages;
     uint64_t resizes;
     atomic_uint_fast64_t hits, misses, evictions, load_errors;
-    atomic_uint_fast64_t bad_puts; /* puts of a page nobody held: a caller's bug, refused */
+    atomic_uint_fast64_t bad_puts;        /* puts of a page nobody held: a caller's bug, refused */
+    atomic_uint_fast64_t written_dropped; /* pcache_put_written: copies the kernel holds */
     /* pcache_inject_enomem (under lock) */
     uint64_t enomem_countdown, enomem_fired, allocations;
     bool enomem_sticky, enomem_dead;
@@ -369,6 +373,8 @@ static void *pool_get(struct page_pool *pool)
         buf = pool->free_list;
         pool->free_list = *(void **)buf;
         pool->nfree--;
+        if (pool->nfree < pool->nfree_low)
+            pool->nfree_low = pool->nfree;
     } else {
         buf = pool->released[--pool->nreleased]; /* paged in again by the caller's use */
     }
@@ -391,14 +397,17 @@ static int by_address(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Gives the memory of the free buffers beyond keep back to the system; returns the bytes.
- * The buffers leave the free list under the lock, are released outside it in runs of
- * adjacent addresses (one madvise each), then wait on the released list. */
-static uint64_t pool_give_back(struct page_pool *pool, size_t keep)
+/* Gives the memory of up to want free buffers back to the system, keeping keep on the free
+ * list; returns the bytes.  The buffers leave the free list under the lock, are released
+ * outside it in runs of adjacent addresses (one madvise each), then wait on the released
+ * list. */
+static uint64_t pool_give_back(struct page_pool *pool, size_t want, size_t keep)
 {
     pthread_mutex_lock(&pool->lock);
-    size_t want = pool->nfree > keep ? pool->nfree - keep : 0;
+    size_t spare = pool->nfree > keep ? pool->nfree - keep : 0;
     pthread_mutex_unlock(&pool->lock);
+    if (want > spare)
+        want = spare;
     void **batch = want ? malloc(want * sizeof(*batch)) : NULL;
     if (!batch)
         return 0;
@@ -743,6 +752,22 @@ void pcache_put(struct pcache *c, struct page *p)
         page_free(c, gone);
 }
 
+void pcache_put_written(struct pcache *c, struct page *p)
+{
+    pthread_mutex_lock(&c->lock);
+    if (p->refs == 1 && !p->dirty && p->in_table && !p->checkpoint_data) {
+        p->refs = 0;
+        hash_remove(c, p);
+        c->pages--;
+        pthread_mutex_unlock(&c->lock);
+        atomic_fetch_add(&c->written_dropped, 1);
+        page_free(c, p);
+        return;
+    }
+    pthread_mutex_unlock(&c->lock);
+    pcache_put(c, p);
+}
+
 static void mark_dirty_locked(struct pcache *c, struct page *p)
 {
     if (!p->dirty) {
@@ -812,6 +837,29 @@ size_t pcache_collect_dirty_match(struct pcache *c, enum page_space space,
         p->refs++;
         pages[n++] = p;
     }
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+static bool of_file(const struct page *p, void *arg)
+{
+    return p->key >> 32 == *(const uint32_t *)arg;
+}
+
+size_t pcache_collect_dirty_file(struct pcache *c, uint32_t file, struct page **pages, size_t max)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->groups_incomplete) {
+        pthread_mutex_unlock(&c->lock);
+        return pcache_collect_dirty_match(c, PAGE_DATA, of_file, &file, pages, max);
+    }
+    struct page_group *g = group_find(c, file);
+    size_t n = 0;
+    for (struct page *p = g ? g->pages : NULL; p && n < max; p = p->group_next)
+        if (p->dirty) {
+            p->refs++;
+            pages[n++] = p;
+        }
     pthread_mutex_unlock(&c->lock);
     return n;
 }
@@ -911,11 +959,22 @@ size_t pcache_reclaim_step(struct pcache *c, size_t max)
 
 uint64_t pcache_give_back(struct pcache *c)
 {
-    uint64_t bytes = pool_give_back(&c->pool, POOL_KEEP_FREE);
+    uint64_t bytes = pool_give_back(&c->pool, SIZE_MAX, POOL_KEEP_FREE);
     /* The pages' descriptors came from malloc: let it return what their frees emptied. */
     if (bytes >= (4u << 20))
         malloc_trim(0);
     return bytes;
+}
+
+uint64_t pcache_give_back_idle(struct pcache *c)
+{
+    pthread_mutex_lock(&c->pool.lock);
+    size_t idle = c->pool.nfree_low;
+    c->pool.nfree_low = c->pool.nfree;
+    pthread_mutex_unlock(&c->pool.lock);
+    if (idle < IDLE_GIVE_BACK_MIN)
+        return 0;
+    return pool_give_back(&c->pool, idle - POOL_KEEP_FREE, POOL_KEEP_FREE);
 }
 
 uint64_t pcache_used_bytes(struct pcache *c)
@@ -1048,6 +1107,7 @@ void pcache_emit_stats(struct pcache *c, stat_emit_fn emit, void *sink)
     emit(sink, "cache.hits", atomic_load(&c->hits));
     emit(sink, "cache.misses", atomic_load(&c->misses));
     emit(sink, "cache.evictions", atomic_load(&c->evictions));
+    emit(sink, "cache.written_dropped", atomic_load(&c->written_dropped));
     emit(sink, "cache.bad_puts", atomic_load(&c->bad_puts));
     emit(sink, "cache.load_errors", atomic_load(&c->load_errors));
     emit(sink, "cache.enomem_injected", enomem);

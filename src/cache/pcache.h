@@ -71,6 +71,11 @@ size_t pcache_reclaim_step(struct pcache *cache, size_t max);
 uint64_t pcache_give_back(struct pcache *cache);
 /* Bytes the pages take now (cached, dirty or held). */
 uint64_t pcache_used_bytes(struct pcache *cache);
+/* Gives back the free buffers no allocation needed since the last call (the free list's
+ * low-water mark, beyond a reserve), when that is 16 MiB or more: after a burst (written
+ * data leaves the cache once on the device) memory returns to the system, while a steady
+ * stream keeps reusing its buffers.  Called periodically (cachesize.c); the bytes. */
+uint64_t pcache_give_back_idle(struct pcache *cache);
 /* Bytes of page buffers resident now (in use or kept for reuse). */
 uint64_t pcache_resident_bytes(struct pcache *cache);
 /* Dirty pages of every space. */
@@ -85,6 +90,12 @@ int pcache_get(struct pcache *cache, enum page_space space, uint64_t key, uint64
 /* Returns the cached page for (space, key) referenced, or NULL; never reads. */
 struct page *pcache_find(struct pcache *cache, enum page_space space, uint64_t key);
 void pcache_put(struct pcache *cache, struct page *page);
+/* pcache_put of a page just written back: if that was the last reference and the page is
+ * clean, it leaves the cache at once, unless it is checkpoint_data (a directory's): a
+ * regular file's written data lives on in the kernel's page cache above FUSE, and a second
+ * copy here only took memory (with cache_size=auto, all of it: 512 MiB written by fio stayed
+ * resident twice). */
+void pcache_put_written(struct pcache *cache, struct page *page);
 
 /* Dirty tracking.  The caller holds a reference when marking. */
 void pcache_mark_dirty(struct pcache *cache, struct page *page);
@@ -107,6 +118,10 @@ size_t pcache_collect_dirty(struct pcache *cache, enum page_space space, struct 
 size_t pcache_collect_dirty_match(struct pcache *cache, enum page_space space,
                                   bool (*match)(const struct page *page, void *arg), void *arg,
                                   struct page **pages, size_t max);
+/* The same for the dirty PAGE_DATA pages of one file (keys file << 32 | index), through the
+ * file's own list: an fsync's cost does not grow with the dirty pages of other files. */
+size_t pcache_collect_dirty_file(struct pcache *cache, uint32_t file, struct page **pages,
+                                 size_t max);
 size_t pcache_dirty_count(struct pcache *cache, enum page_space space);
 /* Writeback's view of the dirty list (oldest first): the key of the oldest dirty page of
  * space and when it was dirtied.  False when none is dirty. */

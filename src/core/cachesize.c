@@ -251,6 +251,7 @@ static void step(struct f2fuse *fs, bool psi_fired)
     if (log)
         log_floor(z, &in, target);
     apply(fs, target, why != CACHE_BOUND_HOST);
+    pcache_give_back_idle(fs->cache); /* buffers no page needed for a whole round */
 }
 
 static void *sizer_main(void *arg)

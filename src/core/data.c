@@ -1015,7 +1015,10 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
     uint32_t *addrs = fs_malloc(fs, BATCH * sizeof(*addrs));
     int err = pages && reqs && rp && addrs ? 0 : -ENOMEM;
     while (!err) {
-        size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA, match, arg, pages, BATCH);
+        /* one file's: its own list in the cache (not every dirty page of the mount) */
+        size_t n = match == page_of_inode
+                       ? pcache_collect_dirty_file(fs->cache, *(const uint32_t *)arg, pages, BATCH)
+                       : pcache_collect_dirty_match(fs->cache, PAGE_DATA, match, arg, pages, BATCH);
         if (n == 0)
             break;
         qsort(pages, n, sizeof(*pages), key_order); /* file order: contiguous blocks */
@@ -1050,8 +1053,8 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
         }
         if (!err)
             pcache_mark_clean_many(fs->cache, pages, addrs, n);
-        for (size_t j = 0; j < n; j++)
-            pcache_put(fs->cache, pages[j]);
+        for (size_t j = 0; j < n; j++) /* a regular file's page leaves: the kernel has it */
+            err ? pcache_put(fs->cache, pages[j]) : pcache_put_written(fs->cache, pages[j]);
         if (!err)
             atomic_fetch_add(&fs->data_pages_written, n);
     }

@@ -492,8 +492,8 @@ static int chunk_finish_oldest_locked(struct f2fuse *fs)
     if (ioerr) /* back to dirty: the content in memory is right, the mount read-only */
         for (size_t i = 0; i < s->assigned; i++)
             pcache_mark_dirty(fs->cache, s->pages[i]);
-    for (size_t i = 0; i < s->assigned; i++)
-        pcache_put(fs->cache, s->pages[i]);
+    for (size_t i = 0; i < s->assigned; i++) /* regular files' pages leave (kernel has them) */
+        ioerr ? pcache_put(fs->cache, s->pages[i]) : pcache_put_written(fs->cache, s->pages[i]);
     pthread_mutex_lock(&wb->lock);
     if (!ioerr && s->assigned) {
         /* busy time: two chunks in flight overlap, count the overlap once */

@@ -523,6 +523,68 @@ static void file_range_discard(void)
     pcache_destroy(c);
 }
 
+/* A page put after its writeback leaves when clean and unreferenced (the kernel's page cache
+ * holds a regular file's data); a directory's, a re-dirtied or a still held one stays. */
+static void written_pages_leave(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 64 << 20, &c), 0);
+    struct page *p[4];
+    for (uint64_t i = 0; i < 4; i++) {
+        CHECK_EQ(pcache_get(c, PAGE_DATA, 1ull << 32 | i, PCACHE_NO_LOAD, &p[i]), 0);
+        pcache_mark_dirty(c, p[i]);
+        pcache_mark_clean(c, p[i], 100 + (uint32_t)i); /* written */
+    }
+    p[1]->checkpoint_data = true; /* a directory's block */
+    pcache_mark_dirty(c, p[2]);   /* written again meanwhile */
+    struct page *reader = pcache_find(c, PAGE_DATA, 1ull << 32 | 3);
+    for (int i = 0; i < 4; i++)
+        pcache_put_written(c, p[i]);
+    CHECK(pcache_find(c, PAGE_DATA, 1ull << 32 | 0) == NULL);
+    for (uint64_t i = 1; i < 4; i++) {
+        struct page *q = pcache_find(c, PAGE_DATA, 1ull << 32 | i);
+        CHECK(q != NULL);
+        pcache_put(c, q);
+    }
+    pcache_put(c, reader);
+    CHECK_EQ(counter(c, "cache.written_dropped"), 1);
+    CHECK_EQ(counters_of(c).pages, 3);
+    /* One file's dirty pages through its own list: p[2] of file 1 only. */
+    struct page *q;
+    CHECK_EQ(pcache_get(c, PAGE_DATA, 2ull << 32 | 7, PCACHE_NO_LOAD, &q), 0);
+    pcache_put_dirty(c, q);
+    struct page *got[8];
+    CHECK_EQ(pcache_collect_dirty_file(c, 1, got, 8), 1);
+    CHECK(got[0] == p[2]);
+    pcache_put(c, got[0]);
+    CHECK_EQ(pcache_collect_dirty_file(c, 2, got, 8), 1);
+    pcache_put(c, got[0]);
+    CHECK_EQ(pcache_collect_dirty_file(c, 3, got, 8), 0);
+    pcache_destroy(c);
+}
+
+/* Buffers nobody needed for a whole period go back; those a steady stream reuses stay. */
+static void idle_buffers_given_back(void)
+{
+    struct pcache *c;
+    CHECK_EQ(pcache_create(dev, 64 << 20, &c), 0);
+    CHECK_EQ(fill_keys(c, 1ull << 32, (1ull << 32) + 8000, false), 0);
+    pcache_discard_range(c, PAGE_DATA, 1ull << 32, 1ull << 32 | 0xffffffffu); /* an unlink */
+    CHECK_EQ(counters_of(c).pages, 0);
+    pcache_give_back_idle(c); /* starts the period */
+    uint64_t given = pcache_give_back_idle(c);
+    CHECK(given >= (8000 - 256 - 64) * 4096ull);
+    /* a stream that reuses its buffers every period keeps them */
+    CHECK_EQ(fill_keys(c, 2ull << 32, (2ull << 32) + 6000, false), 0);
+    pcache_give_back_idle(c);
+    for (int round = 0; round < 3; round++) {
+        pcache_discard_range(c, PAGE_DATA, 2ull << 32, 2ull << 32 | 0xffffffffu);
+        CHECK_EQ(fill_keys(c, 2ull << 32, (2ull << 32) + 6000, false), 0);
+        CHECK_EQ(pcache_give_back_idle(c), 0);
+    }
+    pcache_destroy(c);
+}
+
 /* Readers, writers of dirty pages and a resizer at once (run it under ThreadSanitizer too:
  * make SAN=thread build-tsan/tests/test_pcache): contents stay right, and once the resizer
  * stops and the dirty pages are cleaned the budget holds. */
@@ -631,6 +693,8 @@ int main(void)
     RUN(table_grows_in_use);
     RUN(resize_under_concurrency);
     RUN(file_range_discard);
+    RUN(written_pages_leave);
+    RUN(idle_buffers_given_back);
     blk_close(dev);
     unlink(path);
     return CHECK_DONE();
