@@ -508,12 +508,21 @@ def run_meta_row(cfg, row, rep, workdir):
             drop = "2"  # names and inodes forgotten, every cache below them kept
         cmd = [META, "stat" if row == "stat-attr" else row, base, str(META_FILES), "4", "16"]
         ops = META_FILES
+    f2 = cfg.kind == "f2fuse"
+    before = f2fuse_counters(cfg.binary, cfg.mnt) if f2 else {}
     with Measure(cfg, drop=drop) as m:
         t0 = time.monotonic()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         secs = time.monotonic() - t0
         m.finish()
-    return result(m, ops / secs, "files/s", ops, seconds=secs)
+    extra = {}
+    if f2:  # how many lookups and getattrs had to read the device (the metadata kept hot?)
+        after = f2fuse_counters(cfg.binary, cfg.mnt)
+        extra = {k: after.get(k, 0) - before.get(k, 0) for k in
+                 ("fs.lookups", "fs.lookup_device_reads", "fs.getattrs",
+                  "fs.getattr_device_reads")}
+        extra["cache_budget_mib"] = after.get("cache.budget_bytes", 0) / (1 << 20)
+    return result(m, ops / secs, "files/s", ops, seconds=secs, **extra)
 
 
 TAR_FILES = 0
@@ -852,7 +861,10 @@ def main():
                     r = run_meta_row(c, row, rep, workdir)
                     results.setdefault((row, c.name), []).append(r)
                     log(f"rep {rep + 1} {row:16} {c.name:14} {r['value']:10.0f} {r['unit']} "
-                        f"({r.get('seconds', 0):.1f}s) cpu {r['cpu']:.1f}s rss {r['rss']:.0f}M")
+                        f"({r.get('seconds', 0):.1f}s) cpu {r['cpu']:.1f}s rss {r['rss']:.0f}M"
+                        + (f" lookups {r['fs.lookups']} of which read the device "
+                           f"{r['fs.lookup_device_reads']}, cache {r['cache_budget_mib']:.0f}M"
+                           if "fs.lookups" in r else ""))
     except BaseException:
         dump_daemon_logs(configs, workdir)
         raise
