@@ -153,15 +153,22 @@ static void gather(struct f2fuse *fs, struct cache_inputs *in)
     pthread_mutex_unlock(&z->lock);
 }
 
+bool cachesize_memory_low(uint64_t host_total, uint64_t host_available,
+                          const struct cache_inputs *in)
+{
+    bool host_low = host_total && host_available < host_total / 20;
+    uint64_t anon = in->cg_current > in->cg_file ? in->cg_current - in->cg_file : 0;
+    bool cg_low = in->cg_limit != HOSTMEM_NO_LIMIT && anon > in->cg_limit - in->cg_limit / 8;
+    return host_low || cg_low;
+}
+
 /* Without PSI: too little memory left is the pressure signal. */
 static bool polled_pressure(const struct cache_inputs *in)
 {
     uint64_t total, avail;
-    bool host_low = hostmem_meminfo("", &total, &avail) == 0 && avail < total / 20;
-    bool cg_low = in->cg_limit != HOSTMEM_NO_LIMIT &&
-                  (in->cg_current > in->cg_file ? in->cg_current - in->cg_file : 0) >
-                      in->cg_limit - in->cg_limit / 8;
-    return host_low || cg_low;
+    if (hostmem_meminfo("", &total, &avail) != 0)
+        total = avail = 0;
+    return cachesize_memory_low(total, avail, in);
 }
 
 static void log_floor(struct cache_sizer *z, const struct cache_inputs *in, uint64_t target)

@@ -6,6 +6,7 @@
 #ifndef F2FUSE_CORE_CACHESIZE_H
 #define F2FUSE_CORE_CACHESIZE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util/stats.h"
@@ -38,6 +39,11 @@ enum cache_bound {
 /* The cache size for these inputs (a multiple of 1 MiB, at least PCACHE_MIN_BYTES);
  * *why says what bound it.  No clock, no file: unit-tested. */
 uint64_t cachesize_target(const struct cache_inputs *in, enum cache_bound *why);
+/* Where the kernel has no PSI, the periodic check's pressure signal: MemAvailable under 5 %
+ * of MemTotal (0 when unknown), or others' and the daemon's anonymous memory within 1/8 of
+ * the cgroup's limit.  Pure, unit-tested. */
+bool cachesize_memory_low(uint64_t host_total, uint64_t host_available,
+                          const struct cache_inputs *in);
 
 /* Before the page cache exists: checks the options (cache_max below cache_min: -EINVAL,
  * with a message), finds the cgroup, and returns the first size in *budget. */

@@ -91,6 +91,24 @@ static void cgroup_room(void)
     CHECK_EQ(why, CACHE_BOUND_CGROUP_FLOOR);
 }
 
+/* Without PSI, the periodic check: MemAvailable under 5 %, or the cgroup's anonymous memory
+ * within 1/8 of its limit (its file pages are the kernel's to reclaim). */
+static void polled_low_memory(void)
+{
+    struct cache_inputs in = host(0);
+    CHECK(!cachesize_memory_low(24 * GIB, 2 * GIB, &in));
+    CHECK(cachesize_memory_low(24 * GIB, 1 * GIB, &in)); /* 4.2 % left */
+    CHECK(!cachesize_memory_low(0, 0, &in));             /* meminfo unreadable */
+    in.cg_limit = 512 * MIB;
+    in.cg_current = 460 * MIB;
+    in.cg_file = 20 * MIB; /* 440 MiB anonymous: under 448 */
+    CHECK(!cachesize_memory_low(24 * GIB, 20 * GIB, &in));
+    in.cg_file = 0; /* 460 MiB anonymous: within 1/8 */
+    CHECK(cachesize_memory_low(24 * GIB, 20 * GIB, &in));
+    in.cg_file = 500 * MIB; /* more file pages than charged (counters read apart): none */
+    CHECK(!cachesize_memory_low(24 * GIB, 20 * GIB, &in));
+}
+
 /* ---- hostmem.c on fake trees ----------------------------------------------------- */
 
 static char root[] = "/tmp/f2fuse-hostmem-XXXXXX";
@@ -216,6 +234,7 @@ int main(void)
     RUN(host_half);
     RUN(floor_and_ceiling);
     RUN(cgroup_room);
+    RUN(polled_low_memory);
     if (!mkdtemp(root))
         return 1;
     RUN(meminfo);
