@@ -25,7 +25,11 @@ struct f2fuse;
 struct f2fuse_options {
     const char *backend;          /* block backend: "uring" (default) or "psync" */
     unsigned queue_depth;         /* io_uring queue depth (default 64) */
-    uint64_t cache_size;          /* page cache budget in bytes (default 64 MiB) */
+    uint64_t cache_size;          /* page cache budget in bytes; 0 = auto (the default): sized
+                                   * from free memory and the memory cgroup, given back under
+                                   * pressure, between cache_min and cache_max */
+    uint64_t cache_min;           /* auto: the floor (default 32 MiB) */
+    uint64_t cache_max;           /* auto: the ceiling; 0 = none (the default) */
     bool read_only;               /* open without writing anything (default) */
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */

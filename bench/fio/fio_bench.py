@@ -2,9 +2,11 @@
 
 Run by bench/fio/run.sh (see there for the knobs).  Every configuration is mounted once at
 the start and stays mounted; the workloads then run interleaved (for each repetition, for
-each workload, every configuration in turn), with `sync` and the host's caches dropped
-before each run.  The table shows medians.  Runs with Debian's /usr/bin/python3
-(matplotlib for the chart)."""
+each workload, every configuration in turn).  Cold rows run after `sync` and a drop of the
+host's caches; warm rows read what is cached (no drop, fio invalidate=0); the stat-attr row
+drops only the kernel's names and inodes (drop_caches=2: every stat costs a LOOKUP, as after
+the attribute timeout); read-after-write and the source-tree rows never drop.  The table
+shows medians.  Runs with Debian's /usr/bin/python3 (matplotlib for the charts)."""
 
 import json
 import os
@@ -29,8 +31,16 @@ def env_int(name, default):
 SECONDS = env_int("FIO_BENCH_SECONDS", 2 if QUICK else 3)
 REPS = env_int("FIO_BENCH_REPS", 1 if QUICK else 3)
 JOB_MIB = env_int("FIO_BENCH_JOB_MIB", 8 if QUICK else 32)  # per fio job (16 jobs)
-IMAGE_MIB = env_int("FIO_BENCH_IMAGE_MIB", 4096)
-META_FILES = env_int("FIO_BENCH_META_FILES", 5000 if QUICK else 100000)
+META_FILES = env_int("FIO_BENCH_META_FILES", 5000 if QUICK else 1000000)
+# room for the metadata rows' files (an f2fs inode is a 4 KiB block), sparse
+IMAGE_MIB = env_int("FIO_BENCH_IMAGE_MIB", max(4096, META_FILES * 6 // 1024 + 2048))
+RAW_MIB = env_int("FIO_BENCH_RAW_MIB", 256 if QUICK else 1024)  # read-after-write, in total
+TREE_SRC = os.environ.get("FIO_BENCH_TREE_SRC", "/usr/include/linux" if QUICK else "/usr/include")
+# The memory cgroup configuration and the curve: limits in MiB (0: none)
+CG_MIB = env_int("FIO_BENCH_CG_MIB", 512)
+CURVE_MIB = [int(x) for x in os.environ.get("FIO_BENCH_CURVE_MIB", "64,128,256,512" if QUICK else
+                                            "256,512,1024,2048,4096,0").split(",") if x]
+CURVE_FILES = env_int("FIO_BENCH_CURVE_FILES", 20000 if QUICK else 1000000)
 FSYNC_FILES = env_int("FIO_BENCH_FSYNC_FILES", 400 if QUICK else 2000)
 TAR_SRC = os.environ.get("FIO_BENCH_TAR_SRC",
                          "/usr/include/linux" if QUICK else
@@ -48,6 +58,8 @@ ROWS_ONLY = [c for c in os.environ.get("FIO_BENCH_ROWS", "").split(",") if c]
 OUT_MD = os.path.join(ROOT, "bench/results/fio.md")
 OUT_PNG = os.path.join(ROOT, "bench/results/fio.png")
 OUT_JSON = os.path.join(ROOT, "bench/results/fio.json")
+OUT_CURVE_MD = os.path.join(ROOT, "bench/results/fio-cgroup.md")
+OUT_CURVE_PNG = os.path.join(ROOT, "bench/results/fio-cgroup.png")
 
 F2FUSE = os.path.join(ROOT, "build/f2fuse")
 MEMFS = os.path.join(ROOT, "build/bench/fio/memfs")
@@ -71,10 +83,11 @@ def meminfo_cached_kib():
     return 0
 
 
-def drop_caches():
+def drop_caches(what="3"):
+    """3: page cache, names and inodes (cold); 2: names and inodes only."""
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+        f.write(what + "\n")
 
 
 def proc_cpu_s(pid):
@@ -132,16 +145,92 @@ def wait_mounted(mnt, proc=None, timeout=20):
     raise RuntimeError(f"{mnt} did not get mounted")
 
 
+class MemoryCgroup:
+    """A memory cgroup of the bench's own (cgroup v2 with the memory controller, else the v1
+    memory hierarchy), limited to limit_mib (0: no limit), that a daemon is started in."""
+
+    def __init__(self, name, limit_mib):
+        self.dir, self.version = None, None
+        mounts, own = {}, {}
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, right = line.split(" - ", 1)
+                fstype, _src, sopts = right.split()[:3]
+                if fstype == "cgroup2":
+                    mounts.setdefault(2, left.split()[4])
+                elif fstype == "cgroup" and "memory" in sopts.split(","):
+                    mounts.setdefault(1, left.split()[4])
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                hid, ctrl, path = line.rstrip("\n").split(":", 2)
+                own[2 if hid == "0" else ctrl] = path
+        limit = limit_mib << 20
+        v2 = mounts.get(2)
+        if v2 and "memory" in open(os.path.join(v2, "cgroup.subtree_control")).read().split():
+            self.dir, self.version = os.path.join(v2, name), 2
+            os.makedirs(self.dir, exist_ok=True)
+            if limit:
+                self._write("memory.max", limit)
+        elif 1 in mounts:
+            ctrl = next((k for k in own if k != 2 and "memory" in k.split(",")), None)
+            parent = os.path.join(mounts[1], own[ctrl].lstrip("/")) if ctrl else mounts[1]
+            self.dir, self.version = os.path.join(parent, name), 1
+            os.makedirs(self.dir, exist_ok=True)
+            if limit:
+                self._write("memory.limit_in_bytes", limit)
+        else:
+            raise RuntimeError("no memory cgroup controller to use")
+
+    def _write(self, name, value):
+        with open(os.path.join(self.dir, name), "w") as f:
+            f.write(str(value))
+
+    def join(self):
+        self._write("cgroup.procs", os.getpid())
+
+    def oom_kills(self):
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            with open(os.path.join(self.dir, name)) as f:
+                for line in f:
+                    k, v = line.split()
+                    if k == "oom_kill":
+                        return int(v)
+        except OSError:
+            pass
+        return 0
+
+    def peak_mib(self):
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        try:
+            with open(os.path.join(self.dir, name)) as f:
+                return int(f.read()) / (1 << 20)
+        except (OSError, ValueError):
+            return 0.0
+
+    def remove(self):
+        for _ in range(100):
+            try:
+                os.rmdir(self.dir)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
 class Config:
     """One mounted file system under test."""
 
-    def __init__(self, name, label, kind, opts="", binary=None):
+    def __init__(self, name, label, kind, opts="", binary=None, cgroup_mib=None):
         self.name, self.label, self.kind, self.opts = name, label, kind, opts
         self.binary = binary or F2FUSE
         self.proc = None
         self.loop = None
         self.image = None
         self.mnt = None
+        self.cgroup_mib = cgroup_mib  # the daemon runs in a memory cgroup of this limit
+        self.cgroup = None
+        self.oom_kills = 0
+        self.cgroup_peak_mib = 0.0
 
     def start(self, workdir):
         self.mnt = os.path.join(workdir, "mnt-" + self.name)
@@ -158,14 +247,19 @@ class Config:
         elif self.kind == "f2fuse":
             sh(["mkfs.f2fs", "-q", "-f", self.image])
             opts = "rw" + ("," + self.opts if self.opts else "")
+            join = None
+            if self.cgroup_mib is not None:
+                self.cgroup = MemoryCgroup("f2fuse-bench-%s-%d" % (self.name, os.getpid()),
+                                           self.cgroup_mib)
+                join = self.cgroup.join
             self.proc = subprocess.Popen([self.binary, "-f", "-o", opts, self.image, self.mnt],
-                                         stdout=logf, stderr=logf)
+                                         stdout=logf, stderr=logf, preexec_fn=join)
         elif self.kind == "fuse2fs":
-            sh(["mkfs.ext4", "-q", "-F", self.image])
+            sh(["mkfs.ext4", "-q", "-F", "-N", str(ext4_inodes()), self.image])
             self.proc = subprocess.Popen(["fuse2fs", "-f", self.image, self.mnt, "-o", "rw"],
                                          stdout=logf, stderr=logf)
         elif self.kind == "ext4loop":
-            sh(["mkfs.ext4", "-q", "-F", self.image])
+            sh(["mkfs.ext4", "-q", "-F", "-N", str(ext4_inodes()), self.image])
             self.loop = sh(["losetup", "-f", "--show", "--direct-io=" + self.opts,
                             self.image]).strip()
             sh(["mount", "-t", "ext4", self.loop, self.mnt])
@@ -185,6 +279,9 @@ class Config:
     def stop(self):
         if not self.mnt:
             return
+        if self.cgroup:
+            self.oom_kills = self.cgroup.oom_kills()
+            self.cgroup_peak_mib = self.cgroup.peak_mib()
         if self.proc:
             subprocess.run(["fusermount3", "-u", self.mnt], stderr=subprocess.DEVNULL)
             try:
@@ -197,6 +294,8 @@ class Config:
             subprocess.run(["umount", self.mnt], stderr=subprocess.DEVNULL)
             if self.loop:
                 subprocess.run(["losetup", "-d", self.loop], stderr=subprocess.DEVNULL)
+        if self.cgroup:
+            self.cgroup.remove()
 
 
 def all_configs():
@@ -226,34 +325,57 @@ def all_configs():
                                     F2FUSE_OPTS] if o)),
         Config("f2fuse-psync", "f2fuse psync (buffered)", "f2fuse",
                ",".join(o for o in ["backend=psync,fuse_ring=off", F2FUSE_OPTS] if o)),
+        # cache_size=auto inside a memory cgroup (memory.max / v1 limit): it must shrink
+        # rather than be OOM-killed (the table's header says how often the cgroup killed)
+        Config("f2fuse-cg%d" % CG_MIB, "f2fuse uring in a %dM memory cgroup" % CG_MIB, "f2fuse",
+               ",".join(o for o in ["backend=uring,fuse_ring=off", F2FUSE_OPTS] if o),
+               cgroup_mib=CG_MIB),
         Config("fuse2fs", "fuse2fs (FUSE ext4)", "fuse2fs"),
         Config("ext4-loop", "ext4 on loop, dio off", "ext4loop", "off"),
         Config("ext4-loop-dio", "ext4 on loop, dio on", "ext4loop", "on"),
     ]
 
 
-# name, label, rw, bs, engine, jobs, iodepth
+# name, label, rw, bs, engine, jobs, iodepth, cache: "cold" (caches dropped first, fio
+# invalidate=1) or "warm" (what the files hold is in the kernel's page cache: read once
+# unmeasured, then measured with invalidate=0, nothing dropped)
 FIO_ROWS = [
-    ("randread", "4k randread", "randread", "4k", "psync", 16, 1),
-    ("read", "4k read", "read", "4k", "psync", 16, 1),
-    ("read128k", "128k read", "read", "128k", "psync", 16, 1),
-    ("uring-randread", "4k randread io_uring QD32 x4", "randread", "4k", "io_uring", 4, 32),
-    ("randwrite", "4k randwrite", "randwrite", "4k", "psync", 16, 1),
-    ("uring-randwrite", "4k randwrite io_uring QD32 x4", "randwrite", "4k", "io_uring", 4, 32),
-    ("write", "4k write", "write", "4k", "psync", 16, 1),
-    ("write128k", "128k write", "write", "128k", "psync", 16, 1),
+    ("randread", "4k randread, cold", "randread", "4k", "psync", 16, 1, "cold"),
+    ("randread-warm", "4k randread, warm", "randread", "4k", "psync", 16, 1, "warm"),
+    ("read", "4k read, cold", "read", "4k", "psync", 16, 1, "cold"),
+    ("read-warm", "4k read, warm", "read", "4k", "psync", 16, 1, "warm"),
+    ("read128k", "128k read, cold", "read", "128k", "psync", 16, 1, "cold"),
+    ("read128k-warm", "128k read, warm", "read", "128k", "psync", 16, 1, "warm"),
+    ("uring-randread", "4k randread io_uring QD32 x4, cold", "randread", "4k", "io_uring", 4, 32,
+     "cold"),
+    ("uring-randread-warm", "4k randread io_uring QD32 x4, warm", "randread", "4k", "io_uring", 4,
+     32, "warm"),
+    ("randwrite", "4k randwrite", "randwrite", "4k", "psync", 16, 1, "cold"),
+    ("uring-randwrite", "4k randwrite io_uring QD32 x4", "randwrite", "4k", "io_uring", 4, 32,
+     "cold"),
+    ("write", "4k write", "write", "4k", "psync", 16, 1, "cold"),
+    ("write128k", "128k write", "write", "128k", "psync", 16, 1, "cold"),
 ]
-META_ROWS = ["create", "stat", "unlink", "untar", "fsync"]
-META_LABELS = {"create": f"create {META_FILES} files (4 thr, 16 dirs)",
-               "stat": f"stat {META_FILES} files", "unlink": f"unlink {META_FILES} files",
-               "untar": "untar source tree", "fsync": f"{FSYNC_FILES} x (create, 4k, fsync) 4 thr"}
+# Metadata and whole-workload rows, in the order they run (each needs the ones before).
+META_ROWS = ["raw", "create", "stat", "stat-attr", "unlink", "untar", "fsync",
+             "tree-cp", "tree-read", "tree-reread", "tree-rm"]
+META_LABELS = {"raw": f"read-after-write: {RAW_MIB} MiB written, read back (128k)",
+               "create": f"create {META_FILES} files (4 thr, 16 dirs)",
+               "stat": f"stat {META_FILES} files, cold",
+               "stat-attr": f"stat {META_FILES} files, names forgotten (LOOKUP each)",
+               "unlink": f"unlink {META_FILES} files", "untar": "untar source tree",
+               "fsync": f"{FSYNC_FILES} x (create, 4k, fsync) 4 thr",
+               "tree-cp": f"source tree: cp -a {TREE_SRC}",
+               "tree-read": "source tree: read all right after cp",
+               "tree-reread": "source tree: read all again",
+               "tree-rm": "source tree: rm -rf"}
 
 
-def fio_args(cfg, rw, bs, engine, jobs, depth, seconds):
+def fio_args(cfg, rw, bs, engine, jobs, depth, seconds, warm=False):
     return ["fio", "--name=f", "--directory=" + cfg.mnt, "--numjobs=%d" % jobs,
             "--size=%dM" % JOB_MIB, "--rw=" + rw, "--bs=" + bs, "--ioengine=" + engine,
             "--iodepth=%d" % depth, "--time_based", "--runtime=%d" % seconds,
-            "--group_reporting", "--output-format=json"]
+            "--invalidate=%d" % (0 if warm else 1), "--group_reporting", "--output-format=json"]
 
 
 def layout(cfg):
@@ -264,14 +386,22 @@ def layout(cfg):
     sh(args)
 
 
-class Measure:
-    """Context for one run: CPU of fio and the daemon, page-cache growth, image pages, RSS."""
+def prime(cfg):
+    """Reads the fio files once into whatever caches the configuration keeps."""
+    sh(["fio", "--name=f", "--directory=" + cfg.mnt, "--numjobs=16", "--size=%dM" % JOB_MIB,
+        "--rw=read", "--bs=1M", "--ioengine=psync", "--invalidate=0", "--output-format=json"])
 
-    def __init__(self, cfg):
-        self.cfg = cfg
+
+class Measure:
+    """Context for one run: CPU of fio and the daemon, page-cache growth, image pages, RSS.
+    drop: "3" (cold), "2" (names and inodes forgotten) or None (nothing dropped)."""
+
+    def __init__(self, cfg, drop="3"):
+        self.cfg, self.drop = cfg, drop
 
     def __enter__(self):
-        drop_caches()
+        if self.drop:
+            drop_caches(self.drop)
         pid = self.cfg.daemon_pid()
         if pid:
             reset_hwm(pid)
@@ -292,24 +422,77 @@ class Measure:
         return False
 
 
+def result(m, value, unit, ops, **extra):
+    r = {"value": value, "unit": unit, "cpu": m.cpu, "cpu_us_per_op": 1e6 * m.cpu / ops if ops
+         else 0, "cached": m.cached_mib, "image": m.image_mib, "rss": m.rss_mib}
+    r.update(extra)
+    return r
+
+
 def run_fio_row(cfg, row):
-    name, label, rw, bs, engine, jobs, depth = row
-    with Measure(cfg) as m:
-        out = sh(fio_args(cfg, rw, bs, engine, jobs, depth, SECONDS))
+    name, label, rw, bs, engine, jobs, depth, cache = row
+    warm = cache == "warm"
+    if warm:
+        prime(cfg)
+    with Measure(cfg, drop=None if warm else "3") as m:
+        out = sh(fio_args(cfg, rw, bs, engine, jobs, depth, SECONDS, warm))
         m.finish()
     j = json.loads(out[out.index("{"):])["jobs"][0]
     io = j["read"] if "read" in rw else j["write"]
     ops = io["total_ios"]
     value = io["iops"] if bs == "4k" else io["bw_bytes"] / 1e6
-    return {"value": value, "unit": "IOPS" if bs == "4k" else "MB/s", "cpu": m.cpu,
-            "cpu_us_per_op": 1e6 * m.cpu / ops if ops else 0, "cached": m.cached_mib,
-            "image": m.image_mib, "rss": m.rss_mib}
+    return result(m, value, "IOPS" if bs == "4k" else "MB/s", ops)
+
+
+def run_raw_row(cfg, rep):
+    """Read-after-write: 16 files of RAW_MIB/16 written (1 MiB writes, no fsync), then read
+    back once with 128 KiB reads, nothing dropped in between: the kernel's page cache should
+    serve it.  The value is the read's throughput; the files go afterwards."""
+    per_job = max(1, RAW_MIB // 16)
+    common = ["fio", "--name=raw%d" % rep, "--directory=" + cfg.mnt, "--numjobs=16",
+              "--size=%dM" % per_job, "--ioengine=psync", "--invalidate=0",
+              "--group_reporting", "--output-format=json"]
+    sh(common + ["--rw=write", "--bs=1M"])
+    with Measure(cfg, drop=None) as m:
+        out = sh(common + ["--rw=read", "--bs=128k"])
+        m.finish()
+    io = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    for f in os.listdir(cfg.mnt):
+        if f.startswith("raw%d." % rep):
+            os.unlink(os.path.join(cfg.mnt, f))
+    return result(m, io["bw_bytes"] / 1e6, "MB/s", io["total_ios"])
+
+
+def tree_entries():
+    return int(sh(f"find {TREE_SRC} | wc -l").strip())
+
+
+def run_tree_row(cfg, row, rep):
+    """The source tree as a developer uses one: cp -a, read every file (right after, and
+    again), rm -rf; nothing dropped.  The value is entries per second."""
+    dst = os.path.join(cfg.mnt, f"tree{rep}")
+    cmds = {"tree-cp": ["cp", "-a", TREE_SRC, dst],
+            "tree-read": ["sh", "-c", f"find {dst} -type f -print0 | xargs -0 cat > /dev/null"],
+            "tree-reread": ["sh", "-c", f"find {dst} -type f -print0 | xargs -0 cat > /dev/null"],
+            "tree-rm": ["rm", "-rf", dst]}
+    n = TREE_ENTRIES
+    with Measure(cfg, drop=None) as m:
+        t0 = time.monotonic()
+        subprocess.run(cmds[row], check=True, stdout=subprocess.DEVNULL)
+        secs = time.monotonic() - t0
+        m.finish()
+    return result(m, n / secs, "entries/s", n, seconds=secs)
 
 
 def run_meta_row(cfg, row, rep, workdir):
+    if row == "raw":
+        return run_raw_row(cfg, rep)
+    if row.startswith("tree-"):
+        return run_tree_row(cfg, row, rep)
     base = os.path.join(cfg.mnt, f"meta{rep}")
     if row == "create":
         os.makedirs(base, exist_ok=True)
+    drop = "3"
     if row == "untar":
         base = os.path.join(cfg.mnt, f"untar{rep}")
         os.makedirs(base, exist_ok=True)
@@ -321,18 +504,34 @@ def run_meta_row(cfg, row, rep, workdir):
         cmd = [META, "fsync", base, str(FSYNC_FILES), "4"]
         ops = FSYNC_FILES
     else:
-        cmd = [META, row, base, str(META_FILES), "4", "16"]
+        if row == "stat-attr":
+            drop = "2"  # names and inodes forgotten, every cache below them kept
+        cmd = [META, "stat" if row == "stat-attr" else row, base, str(META_FILES), "4", "16"]
         ops = META_FILES
-    with Measure(cfg) as m:
+    f2 = cfg.kind == "f2fuse"
+    before = f2fuse_counters(cfg.binary, cfg.mnt) if f2 else {}
+    with Measure(cfg, drop=drop) as m:
         t0 = time.monotonic()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         secs = time.monotonic() - t0
         m.finish()
-    return {"value": ops / secs, "unit": "files/s", "cpu": m.cpu, "cpu_us_per_op": 1e6 * m.cpu / ops,
-            "cached": m.cached_mib, "image": m.image_mib, "rss": m.rss_mib, "seconds": secs}
+    extra = {}
+    if f2:  # how many lookups and getattrs had to read the device (the metadata kept hot?)
+        after = f2fuse_counters(cfg.binary, cfg.mnt)
+        extra = {k: after.get(k, 0) - before.get(k, 0) for k in
+                 ("fs.lookups", "fs.lookup_device_reads", "fs.getattrs",
+                  "fs.getattr_device_reads")}
+        extra["cache_budget_mib"] = after.get("cache.budget_bytes", 0) / (1 << 20)
+    return result(m, ops / secs, "files/s", ops, seconds=secs, **extra)
 
 
 TAR_FILES = 0
+TREE_ENTRIES = 0
+
+
+def ext4_inodes():
+    """Inodes for the ext4 images: every file the metadata rows keep at once, and more."""
+    return max(262144, int(META_FILES * 1.3) + 200000)
 
 
 def make_tarball(workdir):
@@ -373,9 +572,10 @@ def set_enable_uring(value):
 def write_table(configs, rows, results, header):
     names = [c.name for c in configs]
     lines = header + ["",
-                      "| workload | configuration | result | % of ceiling | x fuse2fs | CPU s | "
-                      "CPU us/op | Cached growth MiB | image in page cache MiB | daemon peak RSS MiB |",
-                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                      "| workload | configuration | result | % of ceiling | x fuse2fs | x ext4 dio | "
+                      "CPU s | CPU us/op | Cached growth MiB | image in page cache MiB | "
+                      "daemon peak RSS MiB |",
+                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, label in rows:
         for cfg in configs:
             rs = results.get((key, cfg.name))
@@ -397,7 +597,8 @@ def write_table(configs, rows, results, header):
             rss = fmt(med["rss"]) if cfg.kind != "ext4loop" else "-"
             img = fmt(med["image"]) if cfg.image else "-"
             lines.append(f"| {label} | {cfg.label} | {fmt(med['value'])} {unit} | "
-                         f"{ratio(ceiling_of(cfg.name))} | {ratio('fuse2fs', True)} | {med['cpu']:.1f} | "
+                         f"{ratio(ceiling_of(cfg.name))} | {ratio('fuse2fs', True)} | "
+                         f"{ratio('ext4-loop-dio', True)} | {med['cpu']:.1f} | "
                          f"{med['cpu_us_per_op']:.0f} | {fmt(med['cached'])} | {img} | {rss} |")
     os.makedirs(os.path.dirname(OUT_MD), exist_ok=True)
     with open(OUT_MD, "w") as f:
@@ -459,6 +660,118 @@ def replot():
     write_chart(configs, rows, results)
 
 
+def f2fuse_counters(binary, mnt):
+    out = {}
+    for line in sh([binary, "stat", mnt], check=False).splitlines():
+        k, _, v = line.partition(" ")
+        if v.isdigit():
+            out[k] = int(v)
+    return out
+
+
+def cgroup_curve(base):
+    """f2fuse's stat rate over CURVE_FILES files with its daemon in memory cgroups of growing
+    limits (CURVE_MIB; 0: none): the first pass reads the metadata in, the measured second
+    one (names and inodes dropped) shows what the cache kept.  Smaller limits must cost
+    speed, never the daemon (OOM kills are counted)."""
+    workdir = tempfile.mkdtemp(prefix="bench-cgcurve.", dir=base)
+    img, mnt = os.path.join(workdir, "img"), os.path.join(workdir, "mnt")
+    os.makedirs(mnt)
+    with open(img, "wb") as f:  # the inodes (4 KiB each), dentries, and room
+        f.truncate(max(2048, CURVE_FILES * 6 // 1024 + 1024) << 20)
+    sh(["mkfs.f2fs", "-q", "-f", img])
+    tree = os.path.join(mnt, "t")
+    points = []
+
+    def mount(join=None):
+        logf = open(os.path.join(workdir, "daemon.log"), "a")
+        p = subprocess.Popen([F2FUSE, "-f", "-o", "rw,backend=uring,fuse_ring=off", img, mnt],
+                             stdout=logf, stderr=logf, preexec_fn=join)
+        wait_mounted(mnt, p)
+        return p
+
+    def unmount(p):
+        subprocess.run(["fusermount3", "-u", mnt], stderr=subprocess.DEVNULL)
+        p.wait(timeout=600)
+
+    try:
+        p = mount()
+        os.makedirs(tree)
+        log(f"cgroup curve: creating {CURVE_FILES} files")
+        subprocess.run([META, "create", tree, str(CURVE_FILES), "4", "16"], check=True,
+                       stdout=subprocess.DEVNULL)
+        unmount(p)
+        for limit in CURVE_MIB:
+            cg = MemoryCgroup("f2fuse-bench-curve-%d-%d" % (limit, os.getpid()), limit)
+            p = None
+            try:
+                p = mount(cg.join)
+                drop_caches("3")
+                subprocess.run([META, "stat", tree, str(CURVE_FILES), "4", "16"], check=True,
+                               stdout=subprocess.DEVNULL)
+                drop_caches("2")
+                reset_hwm(p.pid)
+                reads0 = f2fuse_counters(F2FUSE, mnt).get("fs.lookup_device_reads", 0)
+                t0 = time.monotonic()
+                subprocess.run([META, "stat", tree, str(CURVE_FILES), "4", "16"], check=True,
+                               stdout=subprocess.DEVNULL)
+                secs = time.monotonic() - t0
+                st = f2fuse_counters(F2FUSE, mnt)
+                pt = {"limit_mib": limit, "files_per_s": CURVE_FILES / secs,
+                      "rss_mib": proc_hwm_mib(p.pid), "cgroup_peak_mib": cg.peak_mib(),
+                      "budget_mib": st.get("cache.budget_bytes", 0) / (1 << 20),
+                      "device_reads": st.get("fs.lookup_device_reads", 0) - reads0,
+                      "shrinks": st.get("cache.shrinks", 0),
+                      "given_back_mib": st.get("cache.given_back_bytes", 0) / (1 << 20),
+                      "alive": p.poll() is None}
+                unmount(p)
+                pt["oom_kills"] = cg.oom_kills()
+                points.append(pt)
+                log(f"cgroup curve: limit {limit or 'none'} MiB: {pt['files_per_s']:.0f} files/s, "
+                    f"budget {pt['budget_mib']:.0f} MiB, rss {pt['rss_mib']:.0f} MiB, "
+                    f"{pt['oom_kills']} OOM kills")
+            finally:
+                if p and p.poll() is None:
+                    unmount(p)
+                cg.remove()
+    finally:
+        if subprocess.run(["mountpoint", "-q", mnt]).returncode == 0:
+            subprocess.run(["fusermount3", "-uz", mnt], stderr=subprocess.DEVNULL)
+        shutil.rmtree(workdir, ignore_errors=True)
+    lines = [f"# bench/fio: f2fuse (cache_size=auto) in memory cgroups: stat of {CURVE_FILES} "
+             f"files, names and inodes dropped (each stat a LOOKUP)", "",
+             f"{time.strftime('%Y-%m-%d %H:%M UTC')}, load average {os.getloadavg()[0]:.1f}. "
+             "limit: the cgroup's memory.max (v2) or memory.limit_in_bytes (v1); 0 = none.", "",
+             "| limit MiB | files/s | cache budget MiB | lookups that read the device | "
+             "daemon peak RSS MiB | cgroup peak MiB | shrinks | given back MiB | OOM kills |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for pt in points:
+        lines.append(f"| {pt['limit_mib'] or 'none'} | {fmt(pt['files_per_s'])} | "
+                     f"{fmt(pt['budget_mib'])} | {fmt(pt['device_reads'])} | {fmt(pt['rss_mib'])} | "
+                     f"{fmt(pt['cgroup_peak_mib'])} | {pt['shrinks']} | {fmt(pt['given_back_mib'])} | "
+                     f"{pt['oom_kills']}{'' if pt['alive'] else ' (daemon gone)'} |")
+    with open(OUT_CURVE_MD, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    xs = [pt["limit_mib"] or max(CURVE_MIB) * 2 for pt in points]
+    ax.plot(xs, [pt["files_per_s"] for pt in points], "o-", color="#1f77b4")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(pt["limit_mib"] or "none") for pt in points])
+    ax.set_xlabel("memory cgroup limit, MiB")
+    ax.set_ylabel("stat files/s")
+    ax.set_title(f"f2fuse in a memory cgroup: stat of {CURVE_FILES} files", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(OUT_CURVE_PNG, dpi=110)
+
+
 def dump_daemon_logs(configs, workdir, lines=30):
     """A failed run shows what each daemon said before its work directory goes."""
     for c in configs:
@@ -484,6 +797,9 @@ def dump_daemon_logs(configs, workdir, lines=30):
 def main():
     if "--replot" in sys.argv:
         replot()
+        return
+    if "--cgroup-curve" in sys.argv:
+        cgroup_curve(os.environ.get("FIO_BENCH_DIR", os.path.join(ROOT, "build")))
         return
     for tool in ("fio", "fincore", "fuse2fs", "mkfs.f2fs", "mkfs.ext4", "losetup", "fusermount3"):
         if not shutil.which(tool):
@@ -520,6 +836,9 @@ def main():
     try:
         if "untar" in meta_rows:
             make_tarball(workdir)
+        if any(r.startswith("tree-") for r in meta_rows):
+            global TREE_ENTRIES
+            TREE_ENTRIES = tree_entries()
         for c in configs:
             log(f"mounting {c.name}")
             c.start(workdir)
@@ -542,7 +861,10 @@ def main():
                     r = run_meta_row(c, row, rep, workdir)
                     results.setdefault((row, c.name), []).append(r)
                     log(f"rep {rep + 1} {row:16} {c.name:14} {r['value']:10.0f} {r['unit']} "
-                        f"({r['seconds']:.1f}s) cpu {r['cpu']:.1f}s rss {r['rss']:.0f}M")
+                        f"({r.get('seconds', 0):.1f}s) cpu {r['cpu']:.1f}s rss {r['rss']:.0f}M"
+                        + (f" lookups {r['fs.lookups']} of which read the device "
+                           f"{r['fs.lookup_device_reads']}, cache {r['cache_budget_mib']:.0f}M"
+                           if "fs.lookups" in r else ""))
     except BaseException:
         dump_daemon_logs(configs, workdir)
         raise
@@ -560,19 +882,25 @@ def main():
         f"{os.cpu_count()} CPUs, load average {load0[0]:.1f} at start, {load1[0]:.1f} at end "
         f"(shared machine), {REPS} repetition(s), medians. fio: psync 16 jobs x "
         f"{JOB_MIB} MiB (io_uring rows: 4 jobs QD32), buffered, {SECONDS} s per run; "
-        f"image {IMAGE_MIB} MiB; caches dropped before every run. "
-        f"Runtime {time.time() - started:.0f} s.",
+        f"image {IMAGE_MIB} MiB. Cold rows: caches dropped first; warm rows: the files read "
+        f"once, then measured with nothing dropped (fio invalidate=0); stat-attr: only names "
+        f"and inodes dropped (drop_caches=2), so every stat costs a LOOKUP as after the "
+        f"attribute timeout; read-after-write and the source tree ({TREE_SRC}, "
+        f"{TREE_ENTRIES} entries): nothing dropped. Runtime {time.time() - started:.0f} s.",
         f"f2fuse options: `{F2FUSE_OPTS or 'defaults'}`; memfs options: `{MEMFS_OPTS or 'defaults'}`.",
         "CPU s = fio's own CPU + the daemon's (user+system, all threads); the loop device's "
         "kernel workers are not counted. Cached growth = /proc/meminfo Cached after the run "
         "minus after the drop (host-wide, so other tenants add noise). Image pages: fincore of "
         "the image file. Peak RSS: VmHWM, reset before each run.",
-    ]
+    ] + [f"{c.label}: the cgroup's peak usage {c.cgroup_peak_mib:.0f} MiB, "
+         f"{c.oom_kills} OOM kill(s)." for c in configs if c.cgroup_mib is not None]
     rows = [(r[0], r[1]) for r in fio_rows] + [(r, META_LABELS[r]) for r in meta_rows]
     write_table(configs, rows, results, header)
     with open(OUT_JSON, "w") as f:
         json.dump({f"{k[0]}|{k[1]}": v for k, v in results.items()}, f, indent=1)
     write_chart(configs, rows, results)
+    if os.environ.get("FIO_BENCH_CURVE", "1") == "1" and not ONLY and not ROWS_ONLY:
+        cgroup_curve(base)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@
 
 #define PAGE    4096u
 #define MAX_IO  (1u << 20)
-#define TIMEOUT 60.0
+#define TIMEOUT 3600.0 /* f2fuse's attr_timeout */
 
 struct mentry {
     struct mentry *next, **prev; /* the directory's list */
@@ -57,6 +57,7 @@ struct memfs {
     size_t ninodes, cap;
     struct mentry **hash; /* 1 << HASH_BITS chains */
     bool writeback_cache;
+    bool no_opendir;    /* the kernel opens directories without a request (INIT) */
     unsigned fuse_ring; /* -o fuse_ring=N: requests over io_uring, as f2fuse's option */
     struct fuse_session *se;
     struct killpriv channel; /* the session's I/O hooks (kill flags not wanted here) */
@@ -173,6 +174,21 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->congestion_threshold = 48;
     if (m->writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    /* The kernel-side setup of f2fuse (src/fuse/mount.c, op_init): written pages stay
+     * cached, directories open without a request. */
+    conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+    m->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if (fs_of(req)->no_opendir) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -592,6 +608,7 @@ static const struct fuse_lowlevel_ops memfs_ops = {
     .rename = op_rename,
     .link = op_link,
     .open = op_open,
+    .opendir = op_opendir,
     .read = op_read,
     .write = op_write,
     .flush = op_ok,

@@ -9,6 +9,8 @@ reads reach the device; fio's nbd engine runs them on a raw export of random dat
 size (it writes to the export, so never on the f2fs one).
 
 Configurations, per added latency (nbdkit's delay filter on reads and writes: 0, 1, 5 ms):
+  memfs            bench/fio's in-memory FUSE file system (no device at all): the most any
+                   FUSE file system gets here, with the FUSE ring (16 threads per queue, as f2fuse's auto) where enabled
   f2fuse file      f2fuse -o rw IMAGE (io_uring backend, O_DIRECT): no latency row of its own
   f2fuse nbd       the same image served by nbdkit's file plugin on a unix socket
   fio nbd          fio --ioengine=nbd on the raw export served the same way
@@ -52,7 +54,8 @@ ROWS = [("randread", "4k randread", "randread", "4k"),
         ("read128k", "128k read", "read", "128k"),
         ("write128k", "128k write", "write", "128k")]
 ROWS = [r for r in ROWS if r[0] in env("ROWS", ",".join(r[0] for r in ROWS)).split(",")]
-ONLY = env("CONFIGS", "f2fuse file,f2fuse nbd,fio nbd").split(",")
+ONLY = env("CONFIGS", "memfs,f2fuse file,f2fuse nbd,fio nbd").split(",")
+MEMFS = os.path.join(ROOT, "build/bench/fio/memfs")
 
 
 def sh(argv, **kw):
@@ -94,7 +97,7 @@ class F2fuseMount:
             time.sleep(0.05)
         raise RuntimeError("f2fuse did not mount %s in time" % source)
 
-    def fio(self, rw, bs):
+    def fio(self, rw, bs):  # both mount kinds
         p = sh(["fio", "--filename=" + os.path.join(self.mnt, "data"), "--ioengine=io_uring",
                 "--direct=1", "--size=%dM" % FILE_MIB] + fio_common(rw, bs))
         return fio_iops(p.stdout)
@@ -105,6 +108,26 @@ class F2fuseMount:
             self.proc.wait(120)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+class MemfsMount(F2fuseMount):
+    """bench/fio's in-memory FUSE file system: what the FUSE round trip alone allows here
+    (with the same transport as f2fuse: /dev/fuse, or the FUSE ring where it is enabled)."""
+
+    def __init__(self, d):
+        self.mnt = os.path.join(d, "mnt-memfs")
+        os.makedirs(self.mnt, exist_ok=True)
+        ring = open("/sys/module/fuse/parameters/enable_uring").read().strip() == "Y"
+        self.proc = subprocess.Popen([MEMFS, "-f"] + (["-o", "fuse_ring=16"] if ring else []) +
+                                     [self.mnt], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(400):
+            if f2test.is_mounted(self.mnt):
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError("memfs did not mount: %s" % self.proc.stderr.read())
+            time.sleep(0.05)
+        sh(["dd", "if=/dev/urandom", "of=" + os.path.join(self.mnt, "data"), "bs=1M",
+            "count=%d" % FILE_MIB, "status=none"])
 
 
 def fio_nbd(uri, rw, bs):
@@ -131,7 +154,7 @@ def main():
             "count=%d" % FILE_MIB, "conv=fsync", "status=none"])
         m.close()
         sh(["dd", "if=/dev/urandom", "of=" + raw, "bs=1M", "count=%d" % FILE_MIB, "status=none"])
-        configs = [("f2fuse file", None, 0)]
+        configs = [("memfs", None, 0), ("f2fuse file", None, 0)]
         for ms in DELAYS:
             configs += [("f2fuse nbd", "f2fs", ms), ("fio nbd", "raw", ms)]
         configs = [c for c in configs if c[0] in ONLY]
@@ -146,7 +169,7 @@ def main():
                         filters, args = delay_filter(ms)
                         server = f2net.Nbdkit(d, "file", [img if export == "f2fs" else raw] + args,
                                               filters=filters, name="srv").start()
-                    mnt = None
+                    mnt = MemfsMount(d) if name == "memfs" else None
                     if name.startswith("f2fuse"):
                         mnt = F2fuseMount(d, server.uri() if server else img, "run")
                     for key, label, rw, bs in ROWS:
@@ -170,8 +193,9 @@ def main():
              "plugin on a unix socket; fio's nbd engine on a raw export of the same size. "
              "Machine shared with other jobs. fsck after the runs: %s." % (
                  QD, SECS, REPS, FILE_MIB, "clean" if ok else "NOT clean"), "",
-             "| workload | added latency | f2fuse file | f2fuse nbd | fio nbd | f2fuse nbd / fio nbd |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| workload | added latency | memfs (FUSE ceiling) | f2fuse file | f2fuse nbd | fio nbd "
+             "| f2fuse nbd / fio nbd | memfs / fio nbd |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for key, label, rw, bs in ROWS:
         unit = "IOPS" if bs == "4k" else "MB/s"
         for ms in DELAYS:
@@ -184,8 +208,11 @@ def main():
             fv, fs = cell("f2fuse file", 0) if ms == 0 else (None, "—")
             nv, ns = cell("f2fuse nbd", ms)
             cv, cs = cell("fio nbd", ms)
+            mv, ms_ = cell("memfs", 0) if ms == 0 else (None, "—")
             ratio = "%.0f%%" % (100 * nv / cv) if nv and cv else "—"
-            lines.append("| %s | %d ms | %s | %s | %s | %s |" % (label, ms, fs, ns, cs, ratio))
+            ceiling = "%.0f%%" % (100 * mv / cv) if mv and cv else "—"
+            lines.append("| %s | %d ms | %s | %s | %s | %s | %s | %s |" % (
+                label, ms, ms_, fs, ns, cs, ratio, ceiling))
     rr = med.get(("f2fuse nbd", 0, "randread")), med.get(("fio nbd", 0, "randread"))
     if rr[0] and rr[1]:
         pct = 100 * rr[0][0] / rr[1][0]

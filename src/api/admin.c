@@ -51,6 +51,8 @@ int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value)
     int err = optspec_set(&library_options, &next, name, value);
     if (!err && !fs->wb && !(s->flags & OPTSPEC_LIVE_RO))
         err = -EROFS; /* the writeback options mean nothing without writeback */
+    if (!err && !next.cache_size && next.cache_max && next.cache_max < next.cache_min)
+        err = -EINVAL; /* cache_max below cache_min */
     if (!err) {
         if (fs->wb)
             writeback_retune(fs, &next); /* writeback.c */
@@ -58,6 +60,8 @@ int f2fuse_tune(struct f2fuse *fs, const char *name, const char *value)
         optspec_copy(&library_options, s, &fs->opts, &next);
     }
     pthread_mutex_unlock(&fs->tune_lock);
+    if (!err)
+        cachesize_retune(fs); /* cachesize.c: cache_size, cache_min, cache_max */
     return err;
 }
 
@@ -80,6 +84,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
 {
     blk_emit_stats(fs->dev, fn, arg);
     pcache_emit_stats(fs->cache, fn, arg);
+    cachesize_emit_stats(fs, fn, arg); /* cachesize.c */
     if (fs->seg)
         seg_emit_stats(fs->seg, fn, arg);
     if (fs->nat)
@@ -93,6 +98,10 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     verity_emit_stats(fs, fn, arg);    /* verity.c */
     cluster_emit_stats(fs, fn, arg);   /* cluster.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
+    fn(arg, "fs.lookups", atomic_load(&fs->lookups));
+    fn(arg, "fs.lookup_device_reads", atomic_load(&fs->lookup_device_reads));
+    fn(arg, "fs.getattrs", atomic_load(&fs->getattrs));
+    fn(arg, "fs.getattr_device_reads", atomic_load(&fs->getattr_device_reads));
     fn(arg, "fsync.fast", atomic_load(&fs->fsync.fast));
     fn(arg, "fsync.flush_requests", atomic_load(&fs->flushes.requests));
     fn(arg, "fsync.flushes", atomic_load(&fs->flushes.issued));

@@ -4,6 +4,7 @@
 #ifndef F2FUSE_API_API_H
 #define F2FUSE_API_API_H
 
+#include "core/cachesize.h"
 #include "core/casefold.h"
 #include "core/checkpoint.h"
 #include "core/checkpoint_merge.h"

@@ -137,8 +137,11 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
      * (blk_rbd.c), an NBD export no lock at all */
     if (!blk_is_network(fs->dev))
         err = image_lock(fs, image);
+    uint64_t budget = 0;
     if (!err)
-        err = pcache_create(fs->dev, opts->cache_size, &fs->cache);
+        err = cachesize_init(fs, &budget); /* cachesize.c: the first size */
+    if (!err)
+        err = pcache_create(fs->dev, budget, &fs->cache);
     if (!err)
         err = verity_init(fs); /* verity.c: before orphans are freed */
     if (!err)
@@ -155,6 +158,8 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
         err = open_rw(fs);
     if (!err && !opts->read_only)
         err = writeback_init(fs); /* writeback.c: the flusher */
+    if (!err)
+        err = cachesize_start(fs); /* cachesize.c: follows memory from now on */
     if (err) {
         fs->write_error = err; /* no final checkpoint on the way out */
         f2fuse_close(fs);
@@ -168,6 +173,7 @@ void f2fuse_close(struct f2fuse *fs)
 {
     if (!fs)
         return;
+    cachesize_stop(fs); /* cachesize.c: first, it asks for checkpoints */
     checkpoint_timer_stop(fs);
     gc_stop(fs);        /* gc.c: before the checkpoint daemon it sends requests to */
     writeback_stop(fs); /* the final checkpoint writes back what is dirty */
@@ -211,6 +217,7 @@ void f2fuse_close(struct f2fuse *fs)
     seg_destroy(fs->seg);
     verity_destroy(fs); /* verity.c: descriptors parsed */
     pcache_destroy(fs->cache);
+    cachesize_destroy(fs);
     if (fs->dev)
         blk_close(fs->dev);
     image_unlock(fs); /* imagelock.c: last, once everything is on the image */

@@ -32,9 +32,22 @@ static ssize_t attr_step(struct f2fuse *fs, const struct inode_info *ii, struct 
     return inode_fill_attr(fs, ipage, ii, attr);
 }
 
+/* Counts one lookup or getattr, and whether it read the device (loads_before: what this
+ * thread had loaded into the page cache when it began). */
+static void count_metadata_op(atomic_uint_fast64_t *ops, atomic_uint_fast64_t *device_reads,
+                              uint64_t loads_before)
+{
+    atomic_fetch_add_explicit(ops, 1, memory_order_relaxed);
+    if (pcache_thread_loads() != loads_before)
+        atomic_fetch_add_explicit(device_reads, 1, memory_order_relaxed);
+}
+
 int f2fuse_getattr(struct f2fuse *fs, uint32_t ino, struct f2fuse_attr *attr)
 {
-    return (int)read_inode(fs, ino, attr_step, attr);
+    uint64_t loads = pcache_thread_loads();
+    int err = (int)read_inode(fs, ino, attr_step, attr);
+    count_metadata_op(&fs->getattrs, &fs->getattr_device_reads, loads);
+    return err;
 }
 
 /* Directories only: ENOTDIR for anything else.  An encrypted directory's names are its
@@ -95,12 +108,14 @@ int f2fuse_lookup(struct f2fuse *fs, uint32_t dir_ino, const char *name, size_t 
                   struct f2fuse_attr *attr)
 {
     struct lookup_args a = {.name = name, .len = namelen, .attr = attr};
+    uint64_t loads = pcache_thread_loads();
     int err = (int)read_inode(fs, dir_ino, lookup_step, &a);
     if (!err) {
         err = (int)read_inode(fs, a.ino, found_step, &a);
         if (err)
             f2fuse_forget(fs, a.ino, 1);
     }
+    count_metadata_op(&fs->lookups, &fs->lookup_device_reads, loads);
     return err;
 }
 

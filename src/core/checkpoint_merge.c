@@ -40,12 +40,18 @@ struct cp_request {
 static int checkpoint_run(struct f2fuse *fs, enum blk_prio prio, enum cp_scope scope)
 {
     uint32_t n;
+    pthread_rwlock_wrlock(&fs->cp_lock);
+    /* The orphans as this checkpoint commits them: listed before the lock, an unlink in
+     * between went into the checkpoint without its orphan (an inode nothing names, fsck's
+     * "NID unreachable" after a kill -9: test_full_device's full_family, one run in three
+     * once cache_size=auto changed its timing), and a FORGET in between left a freed one
+     * listed. */
     uint32_t *orphans = inode_orphans(fs, &n);
     if (!orphans) { /* a checkpoint must not lose the orphan list: try again later */
+        pthread_rwlock_unlock(&fs->cp_lock);
         log_warn("checkpoint postponed: no memory for the orphan list");
         return -ENOMEM;
     }
-    pthread_rwlock_wrlock(&fs->cp_lock);
     fs->io_prio = prio;
     /* after a failure, every later request hears EIO (the kernel's cp_error) */
     int err = __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE) ? -EIO : 0;

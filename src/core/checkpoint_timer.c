@@ -4,6 +4,7 @@
 #include "core/checkpoint_timer.h"
 
 #include "core/context.h"
+#include "core/writeback.h"
 #include "util/clock.h"
 
 static uint64_t interval_ns(void *arg)
@@ -15,8 +16,12 @@ static uint64_t interval_ns(void *arg)
 static void checkpoint_if_dirty(void *arg)
 {
     struct f2fuse *fs = arg;
-    if (pcache_dirty_count(fs->cache, PAGE_DATA) || pcache_dirty_count(fs->cache, PAGE_NODE))
+    if (pcache_dirty_count(fs->cache, PAGE_DATA) || pcache_dirty_count(fs->cache, PAGE_NODE)) {
+        /* The data first by the flusher, beside the operations: the checkpoint, which
+         * stops them, then writes what came meanwhile (writeback.c). */
+        writeback_sync(fs, interval_ns(fs) / 2); /* the interval stays the bound */
         checkpoint_request(fs, BLK_PRIO_LOW, CP_ALL_DATA);
+    }
 }
 
 int checkpoint_timer_start(struct f2fuse *fs)

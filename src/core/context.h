@@ -29,6 +29,7 @@ struct verity_cache;
 struct casefold;
 struct inode_ref;
 struct quota;
+struct cache_sizer;
 
 #define INODE_LOCK_STRIPES 64
 
@@ -69,6 +70,7 @@ struct f2fuse {
     struct quota *quota;             /* quota.c: usage per id (images with quota files) */
     struct verity_cache *verity;     /* verity.c: parsed fs-verity descriptors */
     struct casefold *casefold;       /* casefold.c: the encoding (NULL without casefold) */
+    struct cache_sizer *sizer;       /* cachesize.c: cache_size=auto */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
@@ -123,6 +125,9 @@ struct f2fuse {
 
     atomic_uint_fast64_t corrupt_hits; /* times a damaged structure was met */
     atomic_uint_fast64_t inode_reads;
+    /* api/read.c: lookups and getattrs, and those of them that read the device (a miss of
+     * the page cache: what a cache big enough for the tree's metadata takes to zero) */
+    atomic_uint_fast64_t lookups, lookup_device_reads, getattrs, getattr_device_reads;
 
     /* imagelock.c: one writer per image (flock held by a read-write open). */
     int lock_fd;

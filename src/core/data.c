@@ -876,11 +876,6 @@ static int key_order(const void *a, const void *b)
     return ka < kb ? -1 : ka > kb;
 }
 
-static bool page_of_inode(const struct page *page, void *arg)
-{
-    return page->key >> 32 == *(const uint32_t *)arg;
-}
-
 /* Do two file block indexes have their pointers in the same node? */
 static bool same_dnode(const struct node_path *a, const struct node_path *b)
 {
@@ -977,11 +972,12 @@ static bool page_of_metadata(const struct page *page, void *arg)
     return page->checkpoint_data;
 }
 
-/* Writes every dirty data page match selects to a new block of its log, pointing the file
- * at it.  Runs inside a checkpoint before node writeback, or for one file's fsync.  A
- * compressed file's run goes through cluster.c (whole clusters, its own requests). */
+/* Writes every dirty data page match selects (or, with match NULL and file non-zero, every
+ * one of that file) to a new block of its log, pointing the file at it.  Runs inside a
+ * checkpoint before node writeback, or for one file's fsync.  A compressed file's run goes
+ * through cluster.c (whole clusters, its own requests). */
 static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page *, void *),
-                              void *arg, enum blk_prio prio)
+                              void *arg, uint32_t file, enum blk_prio prio)
 {
     enum { BATCH = 1024 };
     struct page **pages = fs_malloc(fs, BATCH * sizeof(*pages));
@@ -990,7 +986,10 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
     uint32_t *addrs = fs_malloc(fs, BATCH * sizeof(*addrs));
     int err = pages && reqs && rp && addrs ? 0 : -ENOMEM;
     while (!err) {
-        size_t n = pcache_collect_dirty_match(fs->cache, PAGE_DATA, match, arg, pages, BATCH);
+        /* one file's: its own list in the cache (not every dirty page of the mount) */
+        size_t n = file
+                       ? pcache_collect_dirty_file(fs->cache, file, pages, BATCH)
+                       : pcache_collect_dirty_match(fs->cache, PAGE_DATA, match, arg, pages, BATCH);
         if (n == 0)
             break;
         qsort(pages, n, sizeof(*pages), key_order); /* file order: contiguous blocks */
@@ -1050,8 +1049,9 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
                 from = k + 1;
             }
         }
-        for (size_t j = 0; j < kept; j++)
-            pcache_put(fs->cache, pages[j]);
+        for (size_t j = 0; j < kept; j++) /* a regular file's page leaves: the kernel has it */
+            werr || !addrs[j] ? pcache_put(fs->cache, pages[j])
+                              : pcache_put_written(fs->cache, pages[j]);
         if (!werr)
             atomic_fetch_add(&fs->data_pages_written, nreq + written);
         if (werr && !err)
@@ -1066,17 +1066,17 @@ static int writeback_matching(struct f2fuse *fs, bool (*match)(const struct page
 
 int data_writeback(struct f2fuse *fs, uint32_t only_ino)
 {
-    return writeback_matching(fs, only_ino ? page_of_inode : NULL, &only_ino, fs->io_prio);
+    return writeback_matching(fs, NULL, NULL, only_ino, fs->io_prio);
 }
 
 int data_writeback_inode(struct f2fuse *fs, uint32_t ino, enum blk_prio prio)
 {
-    return writeback_matching(fs, page_of_inode, &ino, prio);
+    return writeback_matching(fs, NULL, NULL, ino, prio);
 }
 
 int data_writeback_metadata(struct f2fuse *fs)
 {
-    return writeback_matching(fs, page_of_metadata, NULL, fs->io_prio);
+    return writeback_matching(fs, page_of_metadata, NULL, 0, fs->io_prio);
 }
 
 uint64_t data_max_size(const struct inode_info *ii)

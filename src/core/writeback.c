@@ -82,6 +82,8 @@ struct wb_control {
     bool running, stopping, active;
     enum wb_reason reason; /* of the running writeback (WB_NONE when idle) */
     unsigned waiters;      /* writers waiting at the hard limit */
+    unsigned syncers;      /* writeback_sync callers waiting */
+    uint64_t sync_before;  /* they want every page dirtied before this written (0: none) */
     bool soft_error_logged;
     struct wb_slot slots[WB_SLOTS];
     uint64_t seq;            /* chunks started */
@@ -115,7 +117,8 @@ static struct wb_tunables tunables_of(const struct f2fuse_options *o)
 
 static void limits_locked(struct f2fuse *fs, struct wb_limits *l)
 {
-    wb_limits_compute(&fs->wb->t, fs->opts.cache_size, fs->wb->est.bw, l);
+    /* The base is the cache's size now: it changes with cache_size=auto (cachesize.c). */
+    wb_limits_compute(&fs->wb->t, pcache_budget(fs->cache), fs->wb->est.bw, l);
 }
 
 static void publish_limits_locked(struct f2fuse *fs)
@@ -141,6 +144,16 @@ void writeback_retune(struct f2fuse *fs, const struct f2fuse_options *opts)
     pthread_mutex_unlock(&wb->lock);
 }
 
+void writeback_resized(struct f2fuse *fs)
+{
+    struct wb_control *wb = fs->wb;
+    pthread_mutex_lock(&wb->lock);
+    publish_limits_locked(fs);
+    pthread_cond_signal(&wb->wake);        /* a smaller limit may call for writeback now */
+    pthread_cond_broadcast(&wb->progress); /* a bigger one may release waiting writers */
+    pthread_mutex_unlock(&wb->lock);
+}
+
 /* ---- decisions -------------------------------------------------------------------- */
 
 static uint64_t dirty_bytes_now(struct f2fuse *fs)
@@ -157,7 +170,11 @@ static enum wb_reason evaluate_locked(struct f2fuse *fs, uint64_t now)
     if (!pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied))
         return WB_NONE;
     uint64_t age = now > dirtied ? now - dirtied : 0;
-    return wb_trigger(&l, dirty_bytes_now(fs), wb->waiters > 0, age, wb->t.dirty_expire_ms);
+    enum wb_reason r = wb_trigger(&l, dirty_bytes_now(fs), wb->waiters > 0, age,
+                                  wb->t.dirty_expire_ms);
+    if (r == WB_NONE && wb->sync_before && dirtied <= wb->sync_before)
+        r = WB_SYNC;
+    return r;
 }
 
 /* ---- the flusher ------------------------------------------------------------------ */
@@ -496,8 +513,8 @@ static int chunk_finish_oldest_locked(struct f2fuse *fs)
     if (ioerr) /* back to dirty: the content in memory is right, the mount read-only */
         for (size_t i = 0; i < s->assigned; i++)
             pcache_mark_dirty(fs->cache, s->pages[i]);
-    for (size_t i = 0; i < s->assigned; i++)
-        pcache_put(fs->cache, s->pages[i]);
+    for (size_t i = 0; i < s->assigned; i++) /* regular files' pages leave (kernel has them) */
+        ioerr ? pcache_put(fs->cache, s->pages[i]) : pcache_put_written(fs->cache, s->pages[i]);
     pthread_mutex_lock(&wb->lock);
     if (!ioerr && s->assigned) {
         /* busy time: two chunks in flight overlap, count the overlap once */
@@ -723,6 +740,32 @@ void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes)
                               .tv_nsec = (long)(pause % 1000000000ull)};
         nanosleep(&ts, NULL);
     }
+}
+
+void writeback_sync(struct f2fuse *fs, uint64_t timeout_ns)
+{
+    struct wb_control *wb = fs->wb;
+    if (!wb)
+        return;
+    uint64_t now = clock_mono_ns(), deadline = now + timeout_ns;
+    pthread_mutex_lock(&wb->lock);
+    if (!wb->running) {
+        pthread_mutex_unlock(&wb->lock);
+        return;
+    }
+    wb->syncers++;
+    if (now > wb->sync_before)
+        wb->sync_before = now;
+    pthread_cond_signal(&wb->wake);
+    uint64_t key, dirtied;
+    while (!wb->stopping && !fs->write_error && clock_mono_ns() < deadline &&
+           pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied) && dirtied <= now) {
+        pthread_cond_signal(&wb->wake);
+        timed_wait(&wb->progress, &wb->lock, 50000000ull);
+    }
+    if (--wb->syncers == 0)
+        wb->sync_before = 0;
+    pthread_mutex_unlock(&wb->lock);
 }
 
 void writeback_wait_inode(struct f2fuse *fs, uint32_t ino)

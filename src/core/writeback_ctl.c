@@ -27,8 +27,8 @@ void wb_limits_compute(const struct wb_tunables *t, uint64_t base, uint64_t bw,
 
 const char *wb_reason_name(enum wb_reason r)
 {
-    static const char *const names[WB_REASONS] = {"none", "limit", "background", "bg_time",
-                                                  "expire"};
+    static const char *const names[WB_REASONS] = {"none",    "limit",  "background",
+                                                  "bg_time", "expire", "sync"};
     return (unsigned)r < WB_REASONS ? names[r] : "?";
 }
 

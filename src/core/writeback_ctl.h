@@ -27,7 +27,8 @@ struct wb_limits {
     uint64_t bg_time;    /* bandwidth × dirty_background_time (0 = off) */
 };
 
-/* base = the cache budget (cache_size): the most dirty data could ever take. */
+/* base = the cache's size now (cache_size, or what cache_size=auto chose): the most dirty
+ * data could ever take. */
 void wb_limits_compute(const struct wb_tunables *t, uint64_t base, uint64_t bw_bytes_per_s,
                        struct wb_limits *out);
 
@@ -38,6 +39,7 @@ enum wb_reason {
     WB_BACKGROUND, /* dirty > dirty_background_{bytes,ratio} */
     WB_BG_TIME,    /* dirty > bandwidth × dirty_background_time */
     WB_EXPIRE,     /* the oldest dirty data is older than dirty_expire_ms */
+    WB_SYNC,       /* a sync (the checkpoint timer) wants data dirtied before it written */
     WB_REASONS
 };
 const char *wb_reason_name(enum wb_reason r);

@@ -32,9 +32,6 @@
 #include "fuse/options.h"
 #include "util/log.h"
 
-/* Attributes and entries may be cached by the kernel for long: every change to the image
- * passes through this daemon. */
-#define CACHE_TIMEOUT    60.0
 #define FEATURE_CASEFOLD 0x1000u /* f2fs's casefold bit in f2fuse_features */
 #define MAX_IO           FUSE_MAX_IO
 
@@ -76,6 +73,7 @@ enum fuse_op {
     OP_GETATTR,
     OP_READLINK,
     OP_OPEN,
+    OP_OPENDIR,
     OP_READ,
     OP_READDIR,
     OP_READDIRPLUS,
@@ -102,10 +100,10 @@ enum fuse_op {
     OP_COUNT
 };
 static const char *const op_names[OP_COUNT] = {
-    "lookup",   "getattr",  "readlink",    "open",      "read",    "readdir", "readdirplus",
-    "statfs",   "getxattr", "listxattr",   "create",    "mknod",   "mkdir",   "symlink",
-    "link",     "unlink",   "rmdir",       "rename",    "write",   "setattr", "fsync",
-    "fsyncdir", "setxattr", "removexattr", "fallocate", "release", "ioctl"};
+    "lookup",      "getattr",  "readlink", "open",        "opendir",   "read",    "readdir",
+    "readdirplus", "statfs",   "getxattr", "listxattr",   "create",    "mknod",   "mkdir",
+    "symlink",     "link",     "unlink",   "rmdir",       "rename",    "write",   "setattr",
+    "fsync",       "fsyncdir", "setxattr", "removexattr", "fallocate", "release", "ioctl"};
 
 /* READ reply buffers above the malloc mmap threshold (128 KiB, set in main) are kept for
  * reuse: allocating one per request cost an mmap, 256 zero-filled page faults and an
@@ -133,6 +131,10 @@ struct daemon {
     struct fuse_session *se;  /* for notifications to the kernel */
     struct fuse_ring *ring;   /* fuse_ring.c, with -o fuse_ring; set once, atomically */
     bool casefold;            /* the image has casefolded directories */
+    /* Entries and attributes may be cached by the kernel for long (attr_timeout): every
+     * change to the image passes through this daemon. */
+    double timeout;
+    bool no_opendir; /* the kernel opens directories without asking (set at INIT) */
 };
 
 static struct killpriv *killpriv_of(void *userdata)
@@ -214,6 +216,16 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
     else
         conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+    /* libfuse asks by default that every attribute reply with a new mtime drop the file's
+     * cached pages: after a write, the next stat threw away what was just written (a 256 MiB
+     * dd left 0 pages cached).  f2fuse holds the image's lock and is its only writer, and
+     * every data change but its own reaches it through the kernel, which updates its cache
+     * itself (write, truncate, O_TRUNC, fallocate's punch and zero); f2fuse invalidates
+     * precisely what it changes on its own (verity enable, set-id bits). */
+    conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+    /* Directories: f2fuse keeps no state per open directory, so the kernel may open them
+     * without a request (and then caches their listings, FOPEN_CACHE_DIR). */
+    d->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
     /* The kernel checks ACLs; creation gets the mode unmasked and the umask apart, as
      * POSIX.1e needs (a default ACL replaces the umask): the library applies either. */
     if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
@@ -237,17 +249,17 @@ static double entry_timeout(struct daemon *d, fuse_ino_t parent)
 {
     struct f2fuse_attr a;
     if (!d->casefold)
-        return CACHE_TIMEOUT;
+        return d->timeout;
     if (f2fuse_getattr(d->fs, to_f2fs(d, parent), &a) != 0 || (a.flags & FS_CASEFOLD_FL))
         return 0;
-    return CACHE_TIMEOUT;
+    return d->timeout;
 }
 
 /* Replies with the entry of a, which holds a lookup reference for the kernel. */
 static void reply_entry_attr(fuse_req_t req, struct daemon *d, fuse_ino_t parent,
                              const struct f2fuse_attr *a)
 {
-    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+    struct fuse_entry_param e = {.attr_timeout = d->timeout,
                                  .entry_timeout = entry_timeout(d, parent)};
     entry_fill(d, a, &e);
     if (fuse_reply_entry(req, &e) != 0)
@@ -272,7 +284,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int err = f2fuse_lookup(d->fs, to_f2fs(d, parent), name, strlen(name), &a);
     count(d, OP_LOOKUP, err && err != -ENOENT);
     if (err == -ENOENT) {
-        struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+        struct fuse_entry_param e = {.attr_timeout = d->timeout,
                                      .entry_timeout = entry_timeout(d, parent)};
         fuse_reply_entry(req, &e); /* ino 0: a negative entry the kernel may cache */
         return;
@@ -311,7 +323,7 @@ static void reply_attr(fuse_req_t req, struct daemon *d, enum fuse_op op, int er
     }
     struct stat st;
     attr_to_stat(d, a, &st);
-    fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+    fuse_reply_attr(req, &st, d->timeout);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -378,6 +390,26 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->keep_cache = d->perf.keep_cache;
     if (fuse_reply_open(req, fi) == -ENOENT && fi->fh) /* the opener was interrupted */
         f2fuse_release_file(d->fs, to_f2fs(d, ino), fh_accmode(fi->fh));
+}
+
+/* OPENDIR and RELEASEDIR cost two round trips per listing for nothing: the answer is
+ * ENOSYS, after which the kernel never asks again (no_opendir, set at INIT).  An older
+ * kernel gets the open, with its listings cached.  Regular files are different: the kernel's
+ * no-open is one switch for every file, and f2fuse counts opens (an unlinked file lives
+ * until its last close; fs-verity's enable needs no writer), refuses some (an encrypted
+ * file without its key, a verity file for writing) and truncates in OPEN (atomic O_TRUNC,
+ * which no-open would lose), so OPEN stays. */
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct daemon *d = daemon_of(req);
+    count(d, OP_OPENDIR, 0);
+    if (d->no_opendir) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -492,12 +524,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
         err = -ENOMEM;
     size_t used = 0;
     unsigned unread = 0; /* entries whose attributes could not be read */
-    double timeout = plus && !err ? entry_timeout(d, ino) : CACHE_TIMEOUT;
+    double timeout = plus && !err ? entry_timeout(d, ino) : d->timeout;
     for (size_t i = 0; !err && i < f.count; i++) {
         struct dir_entry_copy *e = &f.entries[i];
         size_t room = size - used;
         if (plus) {
-            struct fuse_entry_param ep = {.attr_timeout = CACHE_TIMEOUT, .entry_timeout = timeout};
+            struct fuse_entry_param ep = {.attr_timeout = d->timeout, .entry_timeout = timeout};
             bool dots = strcmp(e->name, ".") == 0 || strcmp(e->name, "..") == 0;
             struct f2fuse_attr a;
             /* By name: the lookup takes the reference the kernel gets with the entry. */
@@ -641,7 +673,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         reply_err(req, err);
         return;
     }
-    struct fuse_entry_param e = {.attr_timeout = CACHE_TIMEOUT,
+    struct fuse_entry_param e = {.attr_timeout = d->timeout,
                                  .entry_timeout = entry_timeout(d, parent)};
     entry_fill(d, &a, &e);
     fi->keep_cache = d->perf.keep_cache;
@@ -939,6 +971,7 @@ static const struct fuse_lowlevel_ops f2fuse_ops = {
     .getattr = op_getattr,
     .readlink = op_readlink,
     .open = op_open,
+    .opendir = op_opendir,
     .read = op_read,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,
@@ -1210,6 +1243,7 @@ int mount_main(int argc, char **argv)
     struct daemon d = {.read_only = c.opts.read_only,
                        .ids = c.ids,
                        .perf = c.perf,
+                       .timeout = c.perf.attr_timeout,
                        .read_pool = {.lock = PTHREAD_MUTEX_INITIALIZER}};
     struct fuse_session *se = NULL;
     struct ctl_server *ctl = NULL;

@@ -40,6 +40,10 @@ struct fuse_perf_opts {
      * module's enable_uring is on), quietly left when not; an explicit fuse_ring says so. */
     unsigned fuse_ring;
     bool ring_auto;
+    /* Seconds the kernel trusts names and attributes (entry and attribute timeouts).  f2fuse
+     * is the image's only writer and tells the kernel what it changes behind its back, so
+     * they stay true; the bound only limits what a mistake could leave stale. */
+    unsigned attr_timeout;
 };
 
 /* The defaults of the FUSE tuning options. */

@@ -75,6 +75,10 @@ static int set_flag(const struct optspec *s, void *target, const char *value, bo
 static int set_number(const struct optspec *s, void *target, const char *value)
 {
     uint64_t n;
+    if (value && (s->flags & OPTSPEC_AUTO) && strcmp(value, "auto") == 0) {
+        store_number(s, target, 0);
+        return 0;
+    }
     if (!value || parse_size(value, &n))
         return -EINVAL;
     bool off = n == 0 && (s->flags & OPTSPEC_ZERO_OFF);
@@ -223,10 +227,13 @@ void optspec_range(const struct optspec *s, char *buf, size_t len)
     case OPTSPEC_NUMBER:
         format_size(s->min, counts_bytes(s), lo, sizeof(lo));
         format_size(s->max, counts_bytes(s), hi, sizeof(hi));
+        const char *zero = s->flags & OPTSPEC_ZERO_OFF ? "0 (off), "
+                           : s->flags & OPTSPEC_AUTO   ? "auto, "
+                                                       : "";
         if (s->max == UINT64_MAX)
-            snprintf(buf, len, "%s%s or more", s->flags & OPTSPEC_ZERO_OFF ? "0 (off), " : "", lo);
+            snprintf(buf, len, "%s%s or more", zero, lo);
         else
-            snprintf(buf, len, "%s%s..%s", s->flags & OPTSPEC_ZERO_OFF ? "0 (off), " : "", lo, hi);
+            snprintf(buf, len, "%s%s..%s", zero, lo, hi);
         break;
     case OPTSPEC_TEXT: snprintf(buf, len, "up to %zu characters", s->size - 1); break;
     case OPTSPEC_CUSTOM: snprintf(buf, len, "%s", s->metavar ? s->metavar : s->name); break;

@@ -25,6 +25,7 @@ enum optspec_kind {
 #define OPTSPEC_ZERO_OFF   (1u << 3) /* NUMBER: 0 (off) is valid besides min..max */
 #define OPTSPEC_STORE_WORD (1u << 4) /* CHOICE: the field is a const char * to the word */
 #define OPTSPEC_TEST       (1u << 5) /* for the crash and fault tests (f2fuse_test.h) */
+#define OPTSPEC_AUTO       (1u << 6) /* NUMBER: the word "auto" stores 0 */
 
 struct optspec_choice {
     const char *word;

@@ -489,9 +489,10 @@ class Mount:
     """
 
     def __init__(self, binary, img, mnt, opts="ro", checker=None, timeout=20, env=None,
-                 logdir=None):
+                 logdir=None, preexec_fn=None):
         self.binary, self.img, self.path, self.opts = binary, img, mnt, opts
         self.checker, self.timeout, self.env = checker, timeout, env
+        self.preexec_fn = preexec_fn  # runs in the child before the daemon (a cgroup to join)
         self.logdir = logdir or os.path.dirname(mnt)
         self.proc = None
         self.stderr = ""
@@ -509,7 +510,7 @@ class Mount:
         self.argv = argv
         with open(self.err_path, "wb") as ef, open(self.out_path, "wb") as of:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=of, stderr=ef,
-                                         env=self.env)
+                                         env=self.env, preexec_fn=self.preexec_fn)
         deadline = time.monotonic() + self.timeout
         while True:
             if is_mounted(self.path):

@@ -50,7 +50,7 @@ static struct f2fuse *open_seg(const char *img)
     struct blk_options bo = {.backend = "psync", .queue_depth = 8, .read_only = false};
     int err = blk_open(img, &bo, &fs->dev);
     if (!err)
-        err = pcache_create(fs->dev, fs->opts.cache_size, &fs->cache);
+        err = pcache_create(fs->dev, 64u << 20, &fs->cache); /* a fixed size, as before auto */
     if (!err)
         err = super_load(fs);
     if (!err)

@@ -29,7 +29,9 @@ static void test_defaults(void)
     CHECK_EQ(o.net_timeout, 30);
     CHECK_EQ(o.connections, 1);
     CHECK(o.ceph_id[0] == 0 && o.ceph_conf[0] == 0 && o.ceph_keyring[0] == 0);
-    CHECK_EQ(o.cache_size, 64ull << 20);
+    CHECK_EQ(o.cache_size, 0); /* auto */
+    CHECK_EQ(o.cache_min, 32ull << 20);
+    CHECK_EQ(o.cache_max, 0); /* auto: what memory allows */
     CHECK(o.read_only);
     CHECK_EQ(o.checkpoint_interval, 5);
     CHECK(o.checkpoint_merge);
@@ -105,7 +107,7 @@ static void test_tables(void)
     check_table(&library_options, &o, sizeof(o));
     struct f2fuse_test_options t = {0};
     check_table(&test_options, &t, sizeof(t));
-    CHECK_EQ(library_options.count, 44); /* a new option: add it to test_defaults too */
+    CHECK_EQ(library_options.count, 46); /* a new option: add it to test_defaults too */
 }
 
 /* The quota options in the kernel's order: each type option adds its type, noquota clears,
@@ -175,6 +177,18 @@ static void test_parsing(void)
     CHECK_EQ(f2fuse_option_set(&o, "cache_size", "3K"), -EINVAL); /* below 1 MiB */
     CHECK_EQ(f2fuse_option_set(&o, "cache_size", "4P"), -EINVAL);
     CHECK_EQ(f2fuse_option_set(&o, "cache_size", "16777216T"), -EINVAL); /* 2^64 */
+    CHECK_EQ(f2fuse_option_set(&o, "cache_size", "auto"), 0);
+    CHECK_EQ(o.cache_size, 0);
+    CHECK_EQ(f2fuse_option_set(&o, "cache_size", "0"), -EINVAL); /* "auto", not 0 */
+    CHECK_EQ(f2fuse_option_set(&o, "cache_size", "automatic"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "cache_min", "auto"), -EINVAL); /* a floor is a number */
+    CHECK_EQ(f2fuse_option_set(&o, "cache_min", "512K"), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "cache_min", "128M"), 0);
+    CHECK_EQ(o.cache_min, 128ull << 20);
+    CHECK_EQ(f2fuse_option_set(&o, "cache_max", "1G"), 0);
+    CHECK_EQ(o.cache_max, 1ull << 30);
+    CHECK_EQ(f2fuse_option_set(&o, "cache_max", "auto"), 0);
+    CHECK_EQ(o.cache_max, 0);
 }
 
 static void test_test_options(void)
@@ -200,7 +214,8 @@ static void test_test_options(void)
 static void test_descriptions(void)
 {
     const char *names = f2fuse_option_names();
-    CHECK(strstr(names, "cache_size=BYTES[K|M|G]") != NULL);
+    CHECK(strstr(names, "cache_size=auto|BYTES[K|M|G]") != NULL);
+    CHECK(strstr(names, "cache_min=BYTES[K|M|G]") != NULL);
     CHECK(strstr(names, "discard, nodiscard") != NULL);
     CHECK(strstr(names, "discard_mode=block|serial|parallel") != NULL);
     CHECK(strstr(names, "(tests) powercut=N") != NULL);
@@ -214,7 +229,8 @@ static void test_descriptions(void)
     fclose(out);
     for (size_t i = 0; i < library_options.count; i++)
         CHECK(strstr(text, library_options.specs[i].help) != NULL);
-    CHECK(strstr(text, "default 64M; 1M or more") != NULL);
+    CHECK(strstr(text, "default auto; auto, 1M or more; f2fuse set changes it on any") != NULL);
+    CHECK(strstr(text, "default 32M; 1M or more") != NULL);
     CHECK(strstr(text, "default 0; 0 (off), 64K or more; f2fuse set changes it on any") != NULL);
     free(text);
 }
