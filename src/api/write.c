@@ -36,7 +36,8 @@ int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags)
     struct inode_info ii;
     int err = inode_get(fs, ino, &ipage, &ii);
     if (!err) {
-        err = fscrypt_check_open(fs, &ii, ipage); /* fscrypt.c: no key, no contents */
+        /* fscrypt.c: no key, no contents */
+        err = fscrypt_check_open(fs, &ii, ipage, writable_flags(flags) || (flags & O_TRUNC));
         if (!err)
             err = verity_open_check(fs, &ii, ipage, flags); /* verity.c */
         pcache_put(fs->cache, ipage);
@@ -90,7 +91,9 @@ int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, ui
 
 int f2fuse_release(struct f2fuse *fs, uint32_t ino)
 {
-    return fs_op_result(fs, "release", file_release(fs, ino));
+    int err = fs_op_result(fs, "release", file_release(fs, ino));
+    fscrypt_ikey_closed(fs, ino); /* a key kept after its removal for this open goes now */
+    return err;
 }
 
 int f2fuse_fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr *fa)

@@ -26,6 +26,7 @@ struct wb_control;
 struct gc_control;
 struct verity_cache;
 struct casefold;
+struct fscrypt_keyring;
 struct inode_ref;
 struct quota;
 
@@ -68,6 +69,7 @@ struct f2fuse {
     struct quota *quota;             /* quota.c: usage per id (images with quota files) */
     struct verity_cache *verity;     /* verity.c: parsed fs-verity descriptors */
     struct casefold *casefold;       /* casefold.c: the encoding (NULL without casefold) */
+    struct fscrypt_keyring *keys;    /* fscrypt_keys.c: master keys, inode keys */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's

@@ -3,6 +3,7 @@
  * straight into the caller's buffer (no copy in our cache: the kernel's page cache in front
  * of FUSE already holds one). */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include "core/compress.h"
 #include "core/context.h"
 #include "core/extent.h"
+#include "core/fscrypt_cipher.h"
 #include "core/fsync.h"
 #include "core/inode.h"
 #include "core/nat.h"
@@ -202,9 +204,32 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
 #define READ_CHUNK_BLOCKS 256      /* map and submit at most 1 MiB at a time */
 #define CACHED_ADDR       NEW_ADDR /* in data_read's map: served from the page cache */
 
-/* Reads [off, off + size) of a file in blocks, wherever its size ends. */
-static int read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                       void *buf, size_t size, uint64_t off)
+/* Decrypts, in the buffer of blocks [first, first + count) read at buf, those that were not
+ * holes (a hole reads as zeros, never decrypted: fscrypt's rule). */
+static int decrypt_read(struct f2fuse *fs, const struct inode_info *ii, const uint32_t *addrs,
+                        uint64_t first, uint32_t count, uint8_t *buf)
+{
+    for (uint32_t i = 0; i < count;) {
+        if (addrs[i] == NULL_ADDR) {
+            i++;
+            continue;
+        }
+        uint32_t j = i + 1;
+        while (j < count && addrs[j] != NULL_ADDR)
+            j++;
+        int err = fscrypt_crypt_blocks(fs, ii->contents_key, false, first + i,
+                                       buf + (size_t)i * F2FS_BLKSIZE, j - i);
+        if (err)
+            return err;
+        i = j;
+    }
+    return 0;
+}
+
+/* Reads [off, off + size) of a file in blocks, wherever its size ends.  An encrypted file's
+ * range is whole blocks (read_blocks). */
+static int read_blocks_raw(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                           void *buf, size_t size, uint64_t off)
 {
     const struct f2fs_inode *ri = &page_node(ipage)->i;
     uint32_t addrs[READ_CHUNK_BLOCKS];
@@ -276,9 +301,43 @@ static int read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct pa
             i = j;
         }
         err = blk_submit_wait(fs->dev, rp, nreq);
+        if (!err && ii->contents_key)
+            err = decrypt_read(fs, ii, addrs, first, count, (uint8_t *)buf + (pos - off));
         if (err)
             return err;
         done = chunk_end - off;
+    }
+    return 0;
+}
+
+/* read_blocks_raw, for an encrypted file through whole blocks: a partial first or last
+ * block is read and decrypted aside (data units never straddle a block). */
+static int read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                       void *buf, size_t size, uint64_t off)
+{
+    if (!ii->contents_key || (off % F2FS_BLKSIZE == 0 && size % F2FS_BLKSIZE == 0))
+        return read_blocks_raw(fs, ii, ipage, buf, size, off);
+    _Alignas(F2FS_BLKSIZE) uint8_t block[F2FS_BLKSIZE];
+    uint8_t *dst = buf;
+    while (size) {
+        uint64_t base = off / F2FS_BLKSIZE * F2FS_BLKSIZE;
+        size_t skip = (size_t)(off - base), n;
+        int err;
+        if (skip || size < F2FS_BLKSIZE) {
+            n = F2FS_BLKSIZE - skip < size ? F2FS_BLKSIZE - skip : size;
+            err = read_blocks_raw(fs, ii, ipage, block, F2FS_BLKSIZE, base);
+            if (!err)
+                memcpy(dst, block + skip, n);
+        } else {
+            n = size / F2FS_BLKSIZE * F2FS_BLKSIZE;
+            err = read_blocks_raw(fs, ii, ipage, dst, n, off);
+        }
+        OPENSSL_cleanse(block, sizeof(block));
+        if (err)
+            return err;
+        dst += n;
+        off += n;
+        size -= n;
     }
     return 0;
 }
@@ -368,8 +427,8 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
         memcpy(buf, (const uint8_t *)ipage->data + inline_data_offset(ii) + off, size);
         return (ssize_t)size;
     }
-    if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT))
-        return -ENOKEY;
+    if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT) && !ii->contents_key)
+        return -ENOKEY; /* fscrypt_keys.c: the caller found no key */
     int err = compress_file(ii) ? compress_read(fs, ii, ipage, buf, size, off)
                                 : read_blocks(fs, ii, ipage, buf, size, off);
     return err ? err : (ssize_t)size;

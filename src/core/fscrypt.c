@@ -1,6 +1,6 @@
-/* Encrypted trees without their key (fs/crypto/policy.c, fname.c, hooks.c): contexts, no-key
- * names, no-key symlink targets, and what the kernel refuses without the key.  Nothing here
- * decrypts: ciphertext is only ever encoded for display or compared. */
+/* Encrypted trees (fs/crypto/policy.c, fname.c, hooks.c): contexts, no-key names, no-key
+ * symlink targets, and what the kernel refuses without the key.  Decryption with the key is
+ * fscrypt_cipher.c's; here ciphertext is only encoded for display or compared. */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <string.h>
@@ -9,6 +9,8 @@
 #include "core/fscrypt.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/fscrypt_cipher.h"
+#include "core/fscrypt_keys.h"
 #include "core/xattr.h"
 
 /* ---- contexts (fscrypt_context_v1 / _v2) ---- */
@@ -301,7 +303,13 @@ ssize_t fscrypt_symlink_target(struct f2fuse *fs, const struct inode_info *ii, s
     ssize_t n = data_read(fs, &whole, ipage, block, (size_t)whole.size, 0);
     if (n < 0)
         return n;
-    ssize_t r = fscrypt_symlink_nokey(block, sizeof(block), out);
+    struct fscrypt_ikey *key = NULL;
+    int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+    if (err && err != -ENOKEY)
+        return err;
+    ssize_t r = key ? fscrypt_symlink_decrypt(fs, key, block, sizeof(block), out)
+                    : fscrypt_symlink_nokey(block, sizeof(block), out);
+    fscrypt_ikey_put(fs, key);
     if (r == -EUCLEAN)
         return fs_corrupt(fs, "encrypted symlink %u: stored target of %u bytes is not one", ii->ino,
                           (unsigned)block[0] | (unsigned)block[1] << 8);
@@ -315,16 +323,18 @@ int fscrypt_check_contents(const struct inode_info *ii)
     return S_ISREG(ii->mode) && fscrypt_encrypted(ii) ? -ENOKEY : 0;
 }
 
-int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage)
+int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                       bool write)
 {
-    int err = fscrypt_check_contents(ii);
-    if (err) {
-        /* fscrypt_require_key: a context that does not parse is reported first. */
-        struct fscrypt_context ctx;
-        int bad = fscrypt_inode_context(fs, ii, ipage, &ctx);
-        return bad ? bad : err;
-    }
-    return 0;
+    if (!fscrypt_check_contents(ii))
+        return 0;
+    /* fscrypt_require_key: a context that does not parse is reported first (EIO). */
+    struct fscrypt_ikey *key;
+    int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+    fscrypt_ikey_put(fs, key);
+    if (!err && write)
+        err = -EOPNOTSUPP;
+    return err;
 }
 
 int fscrypt_check_new_name(const struct inode_info *dir)

@@ -1,10 +1,12 @@
-/* fscrypt.c: encrypted files and directories without their key (fs/crypto).
+/* fscrypt.c: encrypted files and directories (fs/crypto): contexts, and what is shown and
+ * refused without the key.
  *
  * An encrypted inode carries FADVISE_ENCRYPT and an encryption context in the xattr index 9
  * "c": the policy (modes, flags, master key) and a per-file nonce.  Without the key f2fuse
  * keeps everything encrypted as it is and shows it as the kernel does: names as no-key
  * names (base64url of the entry's hash and ciphertext, long ones abbreviated by SHA-256),
- * symlink targets the same way, contents refused with ENOKEY (docs/FORMAT.md §15). */
+ * symlink targets the same way, contents refused with ENOKEY (docs/FORMAT.md §15).  With
+ * the key (fscrypt_keys.c, fscrypt_cipher.c) names, targets and contents are decrypted. */
 #ifndef F2FUSE_CORE_FSCRYPT_H
 #define F2FUSE_CORE_FSCRYPT_H
 
@@ -107,7 +109,9 @@ ssize_t fscrypt_base64url_decode(const char *src, size_t len, uint8_t *dst);
  * raw[0, raw_len).  Returns the length written to out (FSCRYPT_NOKEY_MAX_ENCODED + 1 bytes)
  * or -EUCLEAN for a target that cannot be one (fscrypt_get_symlink). */
 ssize_t fscrypt_symlink_nokey(const uint8_t *raw, size_t raw_len, char *out);
-/* Reads symlink ii's stored target and shows it as above; damage is reported (-EIO). */
+/* Reads symlink ii's stored target and shows it decrypted with its key (fscrypt_keys.c), or
+ * as above without; damage is reported (-EIO).  out: FSCRYPT_SYMLINK_TARGET_MAX bytes. */
+#define FSCRYPT_SYMLINK_TARGET_MAX 4096
 ssize_t fscrypt_symlink_target(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                                char *out);
 
@@ -115,9 +119,11 @@ ssize_t fscrypt_symlink_target(struct f2fuse *fs, const struct inode_info *ii, s
 
 /* Contents of an encrypted regular file: opening, reading, writing, truncating. */
 int fscrypt_check_contents(const struct inode_info *ii);
-/* An open of the inode: what fscrypt_check_contents says, but a context that does not parse
- * is reported (EIO) before the missing key, as fscrypt_require_key does. */
-int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage);
+/* An open of the inode (fscrypt_file_open): an encrypted regular file needs its key
+ * (-ENOKEY); a context that does not parse is reported first (EIO), as fscrypt_require_key
+ * does.  With the key, writing is not done yet: -EOPNOTSUPP for write access. */
+int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                       bool write);
 /* A new name in dir (create, mknod, mkdir, symlink, link, the new side of rename). */
 int fscrypt_check_new_name(const struct inode_info *dir);
 /* A rename touching an encrypted directory: its names are no-key names. */

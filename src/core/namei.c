@@ -13,6 +13,7 @@
 #include "core/data.h"
 #include "core/dir.h"
 #include "core/fscrypt.h"
+#include "core/fscrypt_keys.h"
 #include "core/fsync.h"
 #include "core/fileattr.h"
 #include "core/inode.h"
@@ -168,6 +169,15 @@ void inode_writer_change(struct f2fuse *fs, uint32_t ino, int delta)
     pthread_mutex_unlock(&fs->ref_lock);
 }
 
+bool inode_is_open(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_mutex_lock(&fs->ref_lock);
+    struct inode_ref *r = ref_find(fs, ino, false);
+    bool open = r && r->opens;
+    pthread_mutex_unlock(&fs->ref_lock);
+    return open;
+}
+
 bool inode_writers(struct f2fuse *fs, uint32_t ino)
 {
     pthread_mutex_lock(&fs->ref_lock);
@@ -235,6 +245,23 @@ uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
     return list;
 }
 
+uint32_t *inode_refs_held(struct f2fuse *fs, uint32_t *count)
+{
+    pthread_mutex_lock(&fs->ref_lock);
+    size_t n = 0;
+    for (uint32_t b = 0; fs->refs && b < REF_BUCKETS; b++)
+        for (struct inode_ref *r = fs->refs[b]; r; r = r->next)
+            n++;
+    uint32_t *list = fs_malloc(fs, (n ? n : 1) * sizeof(*list));
+    size_t i = 0;
+    for (uint32_t b = 0; list && fs->refs && b < REF_BUCKETS; b++)
+        for (struct inode_ref *r = fs->refs[b]; r; r = r->next)
+            list[i++] = r->ino;
+    pthread_mutex_unlock(&fs->ref_lock);
+    *count = (uint32_t)i;
+    return list;
+}
+
 void inode_refs_destroy(struct f2fuse *fs)
 {
     for (uint32_t b = 0; fs->refs && b < REF_BUCKETS; b++) {
@@ -266,7 +293,8 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
     pcache_put(fs->cache, ipage);
     if (!err)
         err = node_free(fs, ino, ino);
-    verity_forget(fs, ino); /* verity.c: the number may come back as another file */
+    verity_forget(fs, ino);       /* verity.c: the number may come back as another file */
+    fscrypt_ikey_forget(fs, ino); /* fscrypt_keys.c: so may its key */
     return err;
 }
 
