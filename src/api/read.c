@@ -192,7 +192,7 @@ ssize_t f2fuse_readlink(struct f2fuse *fs, uint32_t ino, char *buf, size_t size)
 static ssize_t open_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                          void *arg)
 {
-    return fscrypt_check_open(fs, ii, ipage, false);
+    return fscrypt_check_open(fs, ii, ipage);
 }
 
 int f2fuse_open_check(struct f2fuse *fs, uint32_t ino)

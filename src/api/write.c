@@ -36,8 +36,7 @@ int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags)
     struct inode_info ii;
     int err = inode_get(fs, ino, &ipage, &ii);
     if (!err) {
-        /* fscrypt.c: no key, no contents */
-        err = fscrypt_check_open(fs, &ii, ipage, writable_flags(flags) || (flags & O_TRUNC));
+        err = fscrypt_check_open(fs, &ii, ipage); /* fscrypt.c: no key, no contents */
         if (!err)
             err = verity_open_check(fs, &ii, ipage, flags); /* verity.c */
         pcache_put(fs->cache, ipage);

@@ -50,6 +50,8 @@ struct fscrypt_context {
 /* Parses a context as stored: -EINVAL when its size does not match a known version (the
  * kernel's fscrypt_context_is_valid).  Pure: no I/O, no allocation. */
 int fscrypt_context_parse(const uint8_t *buf, size_t len, struct fscrypt_context *ctx);
+/* The stored form of ctx (buf: FSCRYPT_CONTEXT_MAX bytes); returns its size. */
+size_t fscrypt_context_build(const struct fscrypt_context *ctx, uint8_t *buf);
 /* Whether the kernel would use the policy (fscrypt_supported_policy for f2fs): known mode
  * pairs and flags, reserved bytes zero.  NULL when it would, else why not. */
 const char *fscrypt_policy_unsupported(const struct fscrypt_context *ctx, bool casefolded_dir);
@@ -121,12 +123,34 @@ ssize_t fscrypt_symlink_target(struct f2fuse *fs, const struct inode_info *ii, s
 int fscrypt_check_contents(const struct inode_info *ii);
 /* An open of the inode (fscrypt_file_open): an encrypted regular file needs its key
  * (-ENOKEY); a context that does not parse is reported first (EIO), as fscrypt_require_key
- * does.  With the key, writing is not done yet: -EOPNOTSUPP for write access. */
-int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                       bool write);
-/* A new name in dir (create, mknod, mkdir, symlink, link, the new side of rename). */
-int fscrypt_check_new_name(const struct inode_info *dir);
-/* A rename touching an encrypted directory: its names are no-key names. */
-int fscrypt_check_rename(const struct inode_info *old_dir, const struct inode_info *new_dir);
+ * does. */
+int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage);
+/* A new name in dir (create, mknod, mkdir, symlink, link, the new side of rename) needs its
+ * key (fscrypt_prepare_new_inode): -ENOKEY without, -EIO for a damaged context. */
+int fscrypt_check_new_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage);
+/* Whether ii may sit in dir (fscrypt_has_permitted_context): only files of dir's policy in an
+ * encrypted directory, devices, fifos and sockets aside; -EXDEV else. */
+int fscrypt_permitted(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      const struct inode_info *ii, struct page *ipage);
+/* A link of ii into dir (__fscrypt_prepare_link): the key, then the policy. */
+int fscrypt_check_link(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const struct inode_info *ii, struct page *ipage);
+/* A rename (__fscrypt_prepare_rename): both directories' keys when encrypted, and what moves
+ * between two directories must be of the new one's policy (tgt: with exchange). */
+struct fscrypt_rename {
+    const struct inode_info *odir, *ndir, *src, *tgt;
+    struct page *odpage, *ndpage, *spage, *tpage;
+    bool exchange;
+};
+int fscrypt_check_rename(struct f2fuse *fs, const struct fscrypt_rename *r);
+/* A new inode ii in dir (f2fs_new_inode, fscrypt_set_context, init_dent_inode): in an
+ * encrypted directory a file, directory or symlink gets dir's policy with a new nonce from
+ * the CSPRNG (a regular file no inline data), and every inode the ENC_NAME mark; in a
+ * casefolded one the name's hash follows i_name, for roll-forward recovery. */
+int fscrypt_new_inode(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      struct inode_info *ii, struct page *ipage, uint32_t name_hash);
+/* The marks of a name recorded in i_name (init_dent_inode) when dir is encrypted: ENC_NAME,
+ * never cleared, and the hash of a casefolded one after it. */
+void fscrypt_name_recorded(const struct inode_info *dir, struct page *ipage, uint32_t name_hash);
 
 #endif

@@ -186,3 +186,16 @@ ssize_t fscrypt_symlink_decrypt(struct f2fuse *fs, const struct fscrypt_ikey *k,
     /* A target is a path: '/' belongs in it; an empty one is damage (fscrypt_get_symlink). */
     return n ? (ssize_t)n : -EUCLEAN;
 }
+
+ssize_t fscrypt_symlink_encrypt(struct f2fuse *fs, const struct fscrypt_ikey *k, const char *target,
+                                size_t tlen, uint8_t *out)
+{
+    size_t n = fscrypt_name_encrypted_size(k, tlen, FSCRYPT_SYMLINK_MAX_CIPHERTEXT);
+    if (!n)
+        return -ENAMETOOLONG;
+    out[0] = (uint8_t)n;
+    out[1] = (uint8_t)(n >> 8);
+    int err = fscrypt_name_encrypt(fs, k, (const uint8_t *)target, tlen, out + 2, n);
+    out[2 + n] = '\0';
+    return err ? err : (ssize_t)(2 + n);
+}

@@ -50,4 +50,10 @@ int fscrypt_dirhash(struct f2fuse *fs, const struct fscrypt_ikey *k, const uint8
 ssize_t fscrypt_symlink_decrypt(struct f2fuse *fs, const struct fscrypt_ikey *k, const uint8_t *raw,
                                 size_t raw_len, char *out);
 
+/* target (tlen bytes) as an encrypted symlink stores it, into out (FSCRYPT_SYMLINK_MAX_CIPHERTEXT
+ * + 3 bytes): le16 length, ciphertext, NUL; returns the size of the target's data, the NUL
+ * excluded (i_size), or -ENAMETOOLONG (__fscrypt_prepare_symlink). */
+ssize_t fscrypt_symlink_encrypt(struct f2fuse *fs, const struct fscrypt_ikey *k, const char *target,
+                                size_t tlen, uint8_t *out);
+
 #endif

@@ -34,7 +34,8 @@ AES-256-CBC-CTS and AES-128-CBC-ESSIV + AES-128-CBC-CTS are not implemented.
 Module use:  Image(path) -> encrypt_tree(path, key, policy) -> Record; decrypt_tree(path, key);
              nokey_names(path) (what a keyless listing shows); nokey_name(hash, ciphertext).
 Command line: f2crypt.py selftest | encrypt IMG DIR KEYHEX [v1|v2] | decrypt IMG DIR KEYHEX
-              (kind, SHA-256, path per line) | nokey IMG DIR (for tests under other Pythons)
+              [MAXBYTES] (kind, SHA-256, path per line) | nokey IMG DIR (for tests under
+              other Pythons)
 """
 
 import hashlib
@@ -769,8 +770,9 @@ def inode_keys(img, key, ino, is_reg, descriptor=None):
     return InodeKeys(mk, policy, nonce, ino, img.uuid, is_reg)
 
 
-def decrypt_tree(image, path, key, descriptor=None):
-    """{rel path: (kind, plaintext content / target / None)} of an encrypted tree."""
+def decrypt_tree(image, path, key, descriptor=None, max_bytes=None):
+    """{rel path: (kind, plaintext content / target / None)} of an encrypted tree; a file
+    over max_bytes (a sparse giant) is ("bigfile", its size), not read."""
     out = {}
     with Image(image) as img:
         def keys(ino, is_reg):
@@ -788,6 +790,8 @@ def decrypt_tree(image, path, key, descriptor=None):
                 if ft == 2:
                     out[crel] = ("dir", None)
                     walk(cino, crel)
+                elif ft == 1 and max_bytes is not None and ci["size"] > max_bytes:
+                    out[crel] = ("bigfile", ci["size"])
                 elif ft == 1:
                     fk = keys(cino, True)
                     data = bytearray()
@@ -806,6 +810,43 @@ def decrypt_tree(image, path, key, descriptor=None):
                     out[crel] = ("special", None)
         walk(_dir_ino(img, path), b"")
     return out
+
+
+def check_names(image, path, key, descriptor=None):
+    """What a kernel relies on in the encrypted tree at path, from the bytes on disk: every
+    entry's hash_code (TEA over the ciphertext, or in a casefolded directory the SipHash of the
+    folded plaintext under the directory's dirhash key), and the i_name of each child named
+    there (the ciphertext, ENC_NAME, in a casefolded directory the hash after it).  Returns a
+    list of problems."""
+    problems = []
+    with Image(image) as img:
+        def walk(ino, rel):
+            i = img.inode(ino)
+            k = inode_keys(img, key, ino, False, descriptor)
+            casefold = struct.unpack_from("<I", i["raw"], 80)[0] & CASEFOLD_FL
+            for name, cino, ft, off in img.im.dentries(i):
+                if name in (b".", b".."):
+                    continue
+                plain = k.decrypt_name(name)
+                crel = rel + b"/" + plain if rel else plain
+                h = struct.unpack_from("<I", img.im.mm, off)[0]
+                want = k.dirhash(plain) if casefold else f2fs_hash(name)
+                if h != want:
+                    problems.append("%r: hash_code %08x, want %08x" % (crel, h, want))
+                ci = img.inode(cino)
+                if ci["pino"] == ino and ci["namelen"] == len(name):
+                    raw = ci["raw"]
+                    if bytes(ci["name"]) != name:
+                        problems.append("%r: i_name is not the entry's ciphertext" % crel)
+                    if not raw[2] & FADVISE_ENC_NAME:
+                        problems.append("%r: i_advise lacks ENC_NAME" % crel)
+                    if casefold and len(name) + 4 <= 255 and \
+                            struct.unpack_from("<I", raw, 92 + len(name))[0] != want:
+                        problems.append("%r: i_name lacks the hash after the name" % crel)
+                if ft == 2:
+                    walk(cino, crel)
+        walk(_dir_ino(img, path), b"")
+    return problems
 
 
 def nokey_names(image, dir_ino):
@@ -900,11 +941,16 @@ def main(argv):
         rec = encrypt_tree(argv[2], argv[3], bytes.fromhex(argv[4]), pol)
         for rel, e in sorted(rec.entries.items()):
             print(e["kind"], e["ino"], rel.decode("utf-8", "replace"))
-    elif len(argv) == 5 and argv[1] == "decrypt":
-        # kind, SHA-256 of the contents or target ("-" for a directory), path
-        for rel, (kind, data) in sorted(decrypt_tree(argv[2], argv[3], bytes.fromhex(argv[4])).items()):
-            print(kind, hashlib.sha256(data).hexdigest() if data is not None else "-",
-                  rel.decode("utf-8", "replace"))
+    elif len(argv) in (5, 6) and argv[1] == "decrypt":
+        # kind, SHA-256 of the contents or target ("-" for a directory; the size of a file
+        # over MAXBYTES, kind "bigfile"), path as bytes
+        max_bytes = int(argv[5]) if len(argv) == 6 else None
+        out = sys.stdout.buffer
+        for rel, (kind, data) in sorted(decrypt_tree(argv[2], argv[3], bytes.fromhex(argv[4]),
+                                                     max_bytes=max_bytes).items()):
+            what = str(data) if kind == "bigfile" else \
+                hashlib.sha256(data).hexdigest() if data is not None else "-"
+            out.write(kind.encode() + b" " + what.encode() + b" " + rel + b"\n")
     elif len(argv) == 4 and argv[1] == "nokey":
         with Image(argv[2]) as img:
             ino = _dir_ino(img, argv[3])
