@@ -597,7 +597,7 @@ int fscrypt_ikey_get(struct f2fuse *fs, const struct inode_info *ii, struct page
         ikey_drop(kr, k); /* another inode's by that number, or orphaned and closed */
     } else if (k) {
         *ikey_slot(kr, ii->ino) = k->next; /* its last holder wipes it (ikey_settle) */
-        k->ino = 0;
+        k->unhashed = true;
     }
     err = -ENOKEY;
     /* A policy the kernel would not use: as without the key (allow_unsupported). */
@@ -652,14 +652,14 @@ out:
     return err;
 }
 
-/* Drops k once its last holder let go, when it was unhashed (ino 0) or it is an orphan
+/* Drops k once its last holder let go, when it was unhashed or it is an orphan
  * whose file closed; lock held. */
 static void ikey_settle(struct f2fuse *fs, struct fscrypt_ikey *k)
 {
     struct fscrypt_keyring *kr = fs->keys;
     if (k->refs)
         return;
-    if (!k->ino)
+    if (k->unhashed)
         ikey_free(kr, k);
     else if (k->orphaned && !inode_is_open(fs, k->ino))
         ikey_drop(kr, k);
@@ -686,7 +686,7 @@ void fscrypt_ikey_forget(struct f2fuse *fs, uint32_t ino)
     struct fscrypt_ikey *k = *pp;
     if (k) {
         *pp = k->next;
-        k->ino = 0;
+        k->unhashed = true;
         ikey_settle(fs, k);
     }
     pthread_mutex_unlock(&kr->lock);

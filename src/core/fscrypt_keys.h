@@ -39,6 +39,7 @@ struct fscrypt_ikey {
     struct fscrypt_master *master;
     uint32_t ino, generation;
     uint32_t refs;
+    bool unhashed;     /* out of the cache (its inode freed or changed): wiped at the last put */
     bool orphaned;     /* its master key was removed while the file was open */
     uint64_t last_use; /* for eviction */
     uint8_t version;   /* context version: 1 or 2 */

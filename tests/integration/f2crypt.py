@@ -812,12 +812,13 @@ def decrypt_tree(image, path, key, descriptor=None, max_bytes=None):
     return out
 
 
-def check_names(image, path, key, descriptor=None):
+def check_names(image, path, key, descriptor=None, linked=()):
     """What a kernel relies on in the encrypted tree at path, from the bytes on disk: every
     entry's hash_code (TEA over the ciphertext, or in a casefolded directory the SipHash of the
     folded plaintext under the directory's dirhash key), and the i_name of each child named
     there (the ciphertext, ENC_NAME, in a casefolded directory the hash after it).  Returns a
-    list of problems."""
+    list of problems.  linked: inodes that had a second name, whose i_name may be any of
+    them (f2fuse keeps the first, the kernel records the latest)."""
     problems = []
     with Image(image) as img:
         def walk(ino, rel):
@@ -834,7 +835,9 @@ def check_names(image, path, key, descriptor=None):
                 if h != want:
                     problems.append("%r: hash_code %08x, want %08x" % (crel, h, want))
                 ci = img.inode(cino)
-                if ci["pino"] == ino and ci["namelen"] == len(name):
+                # a hard-linked inode records one of its names (f2fuse: its first)
+                if ci["pino"] == ino and ci["namelen"] == len(name) and ci["links"] == 1 and \
+                        cino not in linked:
                     raw = ci["raw"]
                     if bytes(ci["name"]) != name:
                         problems.append("%r: i_name is not the entry's ciphertext" % crel)
