@@ -356,6 +356,16 @@ int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct pa
     return err;
 }
 
+int fscrypt_check_casefold(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage)
+{
+    struct fscrypt_ikey *key;
+    int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+    if (!err && key->version != FSCRYPT_CONTEXT_V2)
+        err = -EINVAL;
+    fscrypt_ikey_put(fs, key);
+    return err;
+}
+
 int fscrypt_check_new_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage)
 {
     if (!fscrypt_encrypted(dir))

@@ -125,6 +125,9 @@ int fscrypt_check_contents(const struct inode_info *ii);
  * (-ENOKEY); a context that does not parse is reported first (EIO), as fscrypt_require_key
  * does. */
 int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage);
+/* Setting CASEFOLD on encrypted directory ii (fscrypt_prepare_setflags): its key
+ * (-ENOKEY), and a v2 policy (-EINVAL), whose dirhash key its names will hash with. */
+int fscrypt_check_casefold(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage);
 /* A new name in dir (create, mknod, mkdir, symlink, link, the new side of rename) needs its
  * key (fscrypt_prepare_new_inode): -ENOKEY without, -EIO for a damaged context. */
 int fscrypt_check_new_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage);
