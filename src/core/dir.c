@@ -135,6 +135,14 @@ static uint64_t dir_key(const struct inode_info *dir, uint64_t index)
     return (uint64_t)dir->ino << 32 | index;
 }
 
+/* A directory block goes with every checkpoint.  Lookups sharing the directory's stripe
+ * mark the same page at once (every path walk through an encrypted or casefolded directory
+ * looks up): atomic, as two plain stores of one value race for ThreadSanitizer. */
+static void mark_checkpoint_data(struct page *page)
+{
+    __atomic_store_n(&page->checkpoint_data, true, __ATOMIC_RELAXED);
+}
+
 /* Reads directory block index (the cached copy first: it may be newer than the disk, or
  * not on disk yet); *page is NULL for a hole. */
 static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
@@ -142,7 +150,7 @@ static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct
 {
     *page = pcache_find(fs->cache, PAGE_DATA, dir_key(dir, index));
     if (*page) {
-        (*page)->checkpoint_data = true;
+        mark_checkpoint_data(*page);
         return 0;
     }
     uint32_t addr;
@@ -151,7 +159,7 @@ static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct
         return err;
     err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, index), addr, page);
     if (!err)
-        (*page)->checkpoint_data = true;
+        mark_checkpoint_data(*page);
     return err;
 }
 
