@@ -93,6 +93,7 @@ void blk_emit_stats(struct blk_dev *dev, stat_emit_fn emit, void *sink)
         emit(sink, name, atomic_load(&dev->stats.errors[op]));
     }
     emit(sink, "blk.merged", atomic_load(&dev->stats.merged));
+    emit(sink, "blk.fua_writes", atomic_load(&dev->stats.fua_writes));
     emit(sink, "blk.inflight", atomic_load(&dev->stats.inflight));
     emit(sink, "blk.inflight_max", atomic_load(&dev->stats.inflight_max));
     emit(sink, "blk.bounced", atomic_load(&dev->stats.bounced));
@@ -404,13 +405,13 @@ unsigned blk_mergeable_run(struct blk_req *const *reqs, unsigned n)
     const struct blk_req *first = reqs[0];
     const unsigned no_merge = BLK_REQF_PRESET | BLK_REQF_NO_MERGE;
     if ((first->op != BLK_READ && first->op != BLK_WRITE) || (first->flags & no_merge) ||
-        first->done_bytes)
+        first->done_bytes || first->fua)
         return 1;
     uint64_t end = first->off + first->len, total = first->len;
     unsigned run = 1;
     while (run < n && run < IOV_MAX) {
         const struct blk_req *r = reqs[run];
-        if (r->op != first->op || r->prio != first->prio || (r->flags & no_merge) ||
+        if (r->op != first->op || r->prio != first->prio || (r->flags & no_merge) || r->fua ||
             r->off != end || total + r->len > BLK_MAX_XFER)
             break;
         end += r->len;
@@ -625,6 +626,29 @@ int blk_write(struct blk_dev *dev, uint64_t off, const void *buf, size_t len)
     return run_sync(dev,
                     (struct blk_req){
                         .op = BLK_WRITE, .off = off, .len = len, .buf = (void *)(uintptr_t)buf});
+}
+
+int blk_write_durable(struct blk_dev *dev, uint64_t off, const void *buf, size_t len,
+                      enum blk_prio prio)
+{
+    /* An unaligned write goes through the bounce path, which knows no FUA: flush after it. */
+    bool fua = dev->fua && off % BLK_ALIGN == 0 && len % BLK_ALIGN == 0;
+    struct blk_req req = {.op = BLK_WRITE,
+                          .prio = prio,
+                          .off = off,
+                          .len = len,
+                          .buf = (void *)(uintptr_t)buf,
+                          .fua = fua};
+    struct blk_req *r = &req;
+    int err = blk_submit_wait(dev, &r, 1);
+    if (!err && !fua) {
+        struct blk_req flush = {.op = BLK_FLUSH, .prio = prio};
+        r = &flush;
+        err = blk_submit_wait(dev, &r, 1);
+    }
+    if (!err && fua)
+        atomic_fetch_add(&dev->stats.fua_writes, 1);
+    return err;
 }
 
 int blk_flush(struct blk_dev *dev)

@@ -56,6 +56,9 @@ struct blk_req {
     blk_done_fn done; /* called exactly once when the request completes */
     void *private;    /* caller's */
     int64_t result;   /* set before done(): bytes transferred (== len on success) or -errno */
+    /* WRITE: durable once it completes (forced unit access), where the backend says it can
+     * (blk_write_durable decides); never merged with other requests. */
+    bool fua;
     /* backend-private bookkeeping */
     uint64_t done_bytes;
     void *bounce;
@@ -128,6 +131,10 @@ int blk_submit_wait(struct blk_dev *dev, struct blk_req **reqs, unsigned n);
  * (a read or write past the end of the device is -EIO). */
 int blk_read(struct blk_dev *dev, uint64_t off, void *buf, size_t len);
 int blk_write(struct blk_dev *dev, uint64_t off, const void *buf, size_t len);
+/* Writes [off, off + len) durably: as one FUA write where the device offers it (RWF_DSYNC
+ * on a file, NBD_CMD_FLAG_FUA), else as a write and a flush.  prio as blk_req's. */
+int blk_write_durable(struct blk_dev *dev, uint64_t off, const void *buf, size_t len,
+                      enum blk_prio prio);
 int blk_flush(struct blk_dev *dev);
 int blk_discard(struct blk_dev *dev, uint64_t off, uint64_t len);
 

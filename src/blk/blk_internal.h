@@ -30,6 +30,7 @@ struct blk_counters {
     atomic_uint_fast64_t bytes[BLK_OP_COUNT];
     atomic_uint_fast64_t errors[BLK_OP_COUNT];
     atomic_uint_fast64_t merged;          /* requests folded into a neighbour's readv/writev */
+    atomic_uint_fast64_t fua_writes;      /* durable writes that needed no flush (FUA) */
     atomic_uint_fast64_t bounced;         /* unaligned requests copied through a bounce buffer */
     atomic_uint_fast64_t short_resubmits; /* short transfers whose remainder was reissued */
     atomic_uint_fast64_t inflight;        /* caller requests submitted and not yet done */
@@ -53,6 +54,7 @@ struct blk_dev {
     int fd;       /* -1 on a network device */
     char *path;   /* as opened: blk_identify.c and libblkid open it again; or the URI */
     bool direct;  /* opened O_DIRECT: the backend needs aligned requests */
+    bool fua;     /* the backend honours blk_req.fua (else blk_write_durable flushes) */
     bool network; /* an NBD export or an RBD image: no descriptor, no file */
     /* Offsets and lengths reach the backend 4 KiB-aligned (through the bounce path), as
      * with direct, but buffers may sit anywhere: an export's minimum block size. */

@@ -16,7 +16,8 @@
  * does.  The server's own I/O errors on reads and writes are retried a few times with
  * backoff; any other error, and a flush the server failed, is the caller's (a flush retried
  * after a failure could succeed and hide lost writes).  NBD promises durability only after
- * a flush, so a connection lost after writes were acknowledged and before a flush covered
+ * a flush (or for a FUA write, at its reply), so a connection lost after writes were
+ * acknowledged and before a flush covered
  * them may have lost them on the server: the next flush then fails with EIO rather than call
  * them safe (a flush that was in flight on that connection included). */
 #include "blk/blk_internal.h"
@@ -285,7 +286,9 @@ static void settle_list(struct nbd_backend *nb, struct nbd_io *io, uint64_t now)
         if (!err) {
             int64_t result = 0;
             if (req->op == BLK_WRITE) {
-                c->last_write_seq = ++nb->writes_done;
+                uint64_t seq = ++nb->writes_done;
+                if (!req->fua) /* a FUA write is durable once acknowledged: no flush owed */
+                    c->last_write_seq = seq;
                 result = (int64_t)io->len;
             } else if (req->op == BLK_READ || req->op == BLK_DISCARD) {
                 result = (int64_t)io->len;
@@ -349,7 +352,8 @@ static void issue(struct nbd_backend *nb, struct nbd_conn *c, struct nbd_io *io)
             if (req->op == BLK_READ)
                 cookie = nbd_aio_pread(c->h, buf, n, base + at, cb, 0);
             else if (req->op == BLK_WRITE)
-                cookie = nbd_aio_pwrite(c->h, buf, n, base + at, cb, 0);
+                cookie = nbd_aio_pwrite(c->h, buf, n, base + at, cb,
+                                        req->fua && nb->can_fua ? LIBNBD_CMD_FLAG_FUA : 0);
             else
                 cookie = nbd_aio_trim(c->h, n, base + at, cb, 0);
             if (cookie < 0)
@@ -789,6 +793,7 @@ static int read_export(struct nbd_backend *nb, struct nbd_handle *h)
     }
     nb->can_flush = nbd_can_flush(h) > 0;
     nb->can_fua = nbd_can_fua(h) > 0;
+    dev->fua = nb->can_fua; /* NBD_CMD_FLAG_FUA; else blk_write_durable flushes */
     nb->can_trim = nbd_can_trim(h) > 0;
     if (!dev->read_only && !nb->can_flush)
         log_warn("%s: the server offers no flush: what it acknowledges is all f2fuse can "

@@ -294,6 +294,21 @@ static int pc_write_start(struct blk_layer *layer, struct blk_req *req)
     return ret;
 }
 
+/* A FUA write completed before the cut: its data is durable, so its old contents will not
+ * come back, nor will those of earlier writes it covers whole (undone first, they would
+ * overwrite it).  Other writes stay as volatile as they were: FUA makes no flush. */
+static void pc_fua_durable_locked(struct powercut *pc, struct pc_undo *fua)
+{
+    uint64_t lo = fua->off, hi = fua->off + fua->len;
+    for (struct pc_undo *u = pc->log_head; u;) {
+        struct pc_undo *next = u->next;
+        bool last = u == fua; /* later writes are newer than it: they stay */
+        if (last || (u->completed && u->off >= lo && u->off + u->len <= hi))
+            pc_log_drop_locked(pc, u);
+        u = last ? NULL : next;
+    }
+}
+
 /* A pre-cut write completed: it now counts for later flushes, and when it is the last one
  * the cut was waiting for, the cut runs here (on whichever thread completes it: the uring
  * completion thread cannot wait for in-flight writes, so nobody waits).  A pre-cut flush
@@ -312,6 +327,8 @@ static void pc_complete(struct blk_layer *layer, struct blk_req *req)
             w->undo->completed = true;
             w->undo->completed_seq = pc->completed;
         }
+        if (req->fua && req->result >= 0 && atomic_load(&pc->state) == PC_ARMED && w->undo)
+            pc_fua_durable_locked(pc, w->undo);
         if (--pc->writes_pending == 0 && atomic_load(&pc->state) == PC_CUTTING) {
             pc_cut_locked(pc);
             parked = pc->parked_head;

@@ -17,9 +17,10 @@ static int64_t transfer(struct blk_dev *dev, struct blk_req *req)
         uint64_t want = req->len - done;
         if (want > BLK_MAX_XFER)
             want = BLK_MAX_XFER;
-        ssize_t r = req->op == BLK_READ
-                        ? pread(dev->fd, buf + done, want, blk_file_pos(dev, req->off + done))
-                        : pwrite(dev->fd, buf + done, want, blk_file_pos(dev, req->off + done));
+        struct iovec iov = {buf + done, want};
+        off_t at = blk_file_pos(dev, req->off + done);
+        ssize_t r = req->op == BLK_READ ? preadv2(dev->fd, &iov, 1, at, 0)
+                                        : pwritev2(dev->fd, &iov, 1, at, req->fua ? RWF_DSYNC : 0);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -56,6 +57,7 @@ static int64_t execute(struct blk_dev *dev, struct blk_req *req)
 
 static int psync_init(struct blk_dev *dev)
 {
+    dev->fua = true; /* pwritev2 with RWF_DSYNC */
     return 0;
 }
 

@@ -132,7 +132,11 @@ static void prep_single(struct uring_state *st, struct blk_dev *dev, struct io_u
     uint64_t off = (uint64_t)blk_file_pos(dev, req->off + req->done_bytes);
     switch (req->op) {
     case BLK_READ: io_uring_prep_read(sqe, dev->fd, buf, chunk, off); break;
-    case BLK_WRITE: io_uring_prep_write(sqe, dev->fd, buf, chunk, off); break;
+    case BLK_WRITE:
+        io_uring_prep_write(sqe, dev->fd, buf, chunk, off);
+        if (req->fua)
+            sqe->rw_flags = RWF_DSYNC; /* O_DSYNC for this write alone: durable on completion */
+        break;
     case BLK_FLUSH: io_uring_prep_fsync(sqe, dev->fd, IORING_FSYNC_DATASYNC); break;
     case BLK_DISCARD:
         io_uring_prep_fallocate(sqe, dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -270,9 +274,9 @@ static int uring_submit_waited(struct blk_dev *dev, struct blk_req **reqs, unsig
     uint8_t *buf = req->buf;
     while (req->op != BLK_FLUSH && (uint64_t)result < req->len) {
         off_t at = blk_file_pos(dev, req->off + (uint64_t)result);
-        ssize_t r = req->op == BLK_READ
-                        ? pread(dev->fd, buf + result, req->len - (uint64_t)result, at)
-                        : pwrite(dev->fd, buf + result, req->len - (uint64_t)result, at);
+        struct iovec iov = {buf + result, req->len - (uint64_t)result};
+        ssize_t r = req->op == BLK_READ ? preadv2(dev->fd, &iov, 1, at, 0)
+                                        : pwritev2(dev->fd, &iov, 1, at, req->fua ? RWF_DSYNC : 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -439,6 +443,7 @@ static void *reaper_main(void *arg)
 
 static int uring_init(struct blk_dev *dev)
 {
+    dev->fua = true; /* RWF_DSYNC on a write: durable when it completes */
     struct uring_state *st = calloc(1, sizeof(*st));
     if (!st)
         return -ENOMEM;

@@ -282,7 +282,8 @@ static int cp_flush(struct f2fuse *fs)
  * (f2fs_write_checkpoint / do_checkpoint).  Order: directory and symlink blocks (every data
  * page with CP_ALL_DATA or at unmount), then node pages (data writeback dirties direct
  * nodes), then NAT and SIT blocks into their alternate copies; then the pack: all of it
- * but its last block, a flush, the last block, a flush.  Until that last block is on disk
+ * but its last block, a flush, the last block written durably (FUA, or a write and a flush).
+ * Until that last block is on disk
  * the previous checkpoint stays the valid one, and nothing it references has been
  * overwritten.  Data the flusher wrote is on disk before this starts (it holds cp_lock
  * while its blocks are in flight), so the flush before the last block covers it too.
@@ -367,11 +368,11 @@ int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope, const 
     err = cp_write(fs, at, pack, (size_t)(total - 1) * F2FS_BLKSIZE);
     if (!err)
         err = cp_flush(fs);
+    /* The last block commits: one durable write (FUA where the device offers it, as f2fs
+     * writes it with REQ_FUA), else a write and a flush. */
     if (!err)
-        err = cp_write(fs, at + (uint64_t)(total - 1) * F2FS_BLKSIZE,
-                       pack + (total - 1) * F2FS_BLKSIZE, F2FS_BLKSIZE);
-    if (!err)
-        err = cp_flush(fs);
+        err = blk_write_durable(fs->dev, at + (uint64_t)(total - 1) * F2FS_BLKSIZE,
+                                pack + (total - 1) * F2FS_BLKSIZE, F2FS_BLKSIZE, fs->io_prio);
     if (!err) {
         /* The pack is durable: what it frees may be discarded (discard.c).  Before
          * seg_checkpoint_done, which forgets what the last checkpoint held. */

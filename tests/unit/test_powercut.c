@@ -281,6 +281,32 @@ static void test_undo_after_flush(void)
     model_fini(&m);
 }
 
+/* A durable write (blk_write_durable: FUA on these backends) survives the cut without a
+ * flush, and so does nothing else: an earlier volatile write it covers whole stays covered,
+ * one it does not cover is undone, a later one too.  Counted as a FUA write, no flush. */
+static void test_fua_survives(void)
+{
+    struct blk_dev *dev = open_cut(5);
+    uint8_t *src = blk_alloc_buf(8 * BLK);
+    fill_random(src, 8 * BLK);
+    CHECK_EQ(blk_write(dev, 10 * BLK, src, BLK), 0);       /* covered by the FUA below */
+    CHECK_EQ(blk_write(dev, 20 * BLK, src + BLK, BLK), 0); /* volatile: undone */
+    CHECK_EQ(blk_write_durable(dev, 10 * BLK, src + 2 * BLK, 2 * BLK, BLK_PRIO_HIGH), 0);
+    CHECK_EQ(blk_write(dev, 30 * BLK, src + 4 * BLK, BLK), 0); /* after it: undone */
+    CHECK_EQ(stat_of(dev, "blk.fua_writes"), 1);
+    CHECK_EQ(stat_of(dev, "blk.flush.ops"), 0);
+    CHECK(!blk_powercut_happened(dev));
+    CHECK_EQ(blk_write(dev, 40 * BLK, src + 5 * BLK, BLK), 0); /* the 5th write: the cut */
+    CHECK(blk_powercut_happened(dev));
+    uint8_t *img = close_and_read(dev);
+    CHECK_SAME(img + 10 * BLK, src + 2 * BLK, 2 * BLK);
+    CHECK(range_has_pattern(img + 20 * BLK, 20 * BLK, BLK));
+    CHECK(range_has_pattern(img + 30 * BLK, 30 * BLK, BLK));
+    CHECK(range_has_pattern(img + 40 * BLK, 40 * BLK, BLK));
+    free(img);
+    free(src);
+}
+
 /* (2) Everything flushed before the cut: nothing is lost, the undo log is empty. */
 static void test_all_flushed_kept(void)
 {
@@ -863,6 +889,7 @@ int main(void)
         RUN(test_random_sequences_torn);
         RUN(test_threads_in_flight);
         RUN(test_cut_from_completion);
+        RUN(test_fua_survives);
     }
     return CHECK_DONE();
 }
