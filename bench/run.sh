@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark in turn; each writes its table to bench/results/NAME.md, and
 # bench/chart.py draws it into bench/results/NAME.png.
-# BENCH=name[,name] runs only those (blk, casefold, checkpoint, gc, trim, verity, writeback, fio); QUICK=1 is
+# BENCH=name[,name] runs only those (blk, casefold, checkpoint, fscrypt, gc, trim, verity, writeback, fio); QUICK=1 is
 # passed on (bench/fio: ~5 min smoke run instead of ~2-3 h).
 set -u
 cd "$(dirname "$0")/.."

@@ -26,6 +26,7 @@ struct wb_control;
 struct gc_control;
 struct verity_cache;
 struct casefold;
+struct fscrypt_keyring;
 struct inode_ref;
 struct quota;
 struct cache_sizer;
@@ -70,6 +71,7 @@ struct f2fuse {
     struct verity_cache *verity;     /* verity.c: parsed fs-verity descriptors */
     struct casefold *casefold;       /* casefold.c: the encoding (NULL without casefold) */
     struct cache_sizer *sizer;       /* cachesize.c: cache_size=auto */
+    struct fscrypt_keyring *keys;    /* fscrypt_keys.c: master keys, inode keys */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's

@@ -9,6 +9,7 @@
 
 #include "core/fileattr.h"
 #include "core/fscrypt.h"
+#include "core/fscrypt_keys.h"
 #include "core/context.h"
 #include "core/dir.h"
 #include "core/locks.h"
@@ -168,9 +169,13 @@ static int64_t new_flags(struct f2fuse *fs, const struct inode_info *ii, struct 
     if ((changed & (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL)) && caller_uid != 0)
         return -EPERM; /* CAP_LINUX_IMMUTABLE */
     /* fscrypt_prepare_setflags, before the file system's checks: casefolded names of an
-     * encrypted directory hash with a key derived from its master key. */
-    if ((want & mask & ~ii->flags & F2FS_CASEFOLD_FL) && fscrypt_encrypted(ii))
-        return -ENOKEY;
+     * encrypted directory hash with a key derived from its master key (ENOKEY without it,
+     * EINVAL under a v1 policy). */
+    if ((want & mask & ~ii->flags & F2FS_CASEFOLD_FL) && fscrypt_encrypted(ii)) {
+        int err = fscrypt_check_casefold(fs, ii, ipage);
+        if (err)
+            return err;
+    }
     if (changed & FLAGS_NOT_HONOURED) {
         log_warn("inode %u: changing the flags 0x%x is not supported", ii->ino,
                  changed & FLAGS_NOT_HONOURED);
@@ -209,6 +214,8 @@ int fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *
         to.id[QUOTA_PRJ] = fa->projid;
         err = quota_transfer(fs, ipage, &to);
     }
+    if (!err && ((uint32_t)flags ^ ii.flags) & F2FS_CASEFOLD_FL)
+        fscrypt_ikey_forget(fs, ino); /* its names key again, with or without a dirhash key */
     if (!err) {
         ri->i_flags = htole32((uint32_t)flags);
         if (projid_changes)
