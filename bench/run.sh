@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark in turn; each writes its table to bench/results/NAME.md, and
 # bench/chart.py draws it into bench/results/NAME.png.
-# BENCH=name[,name] runs only those (blk, casefold, checkpoint, compress, gc, trim, verity,
-# writeback, fio); QUICK=1 is passed on (bench/fio: ~5 min smoke run instead of ~2-3 h).
+# BENCH=name[,name] runs only those (blk, casefold, checkpoint, compress, fscrypt, gc, trim,
+# verity, writeback, fio); QUICK=1 is passed on (bench/fio: ~5 min smoke run instead of ~2-3 h).
 set -u
 cd "$(dirname "$0")/.."
 only=${BENCH:-}

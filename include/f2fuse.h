@@ -106,6 +106,9 @@ struct f2fuse_options {
     char ceph_id[64];
     char ceph_conf[256];
     char ceph_keyring[256];
+    /* fscrypt master keys read at open (option fscrypt_key=[DESC:]FILE, repeatable): each
+     * value followed by a newline (see f2fuse_key_add). */
+    char fscrypt_keys[2048];
 };
 
 #define F2FUSE_DISCARD_BLOCK    0u /* one request per block, one at a time */
@@ -420,6 +423,41 @@ struct f2fuse_info {
 };
 
 int f2fuse_info(struct f2fuse *fs, struct f2fuse_info *info);
+
+/* ---- fscrypt master keys ----
+ * Encrypted trees (fscrypt, Android's file-based encryption) read and written with their key.
+ * A master key (16 to 64 bytes, raw as given to FS_IOC_ADD_ENCRYPTION_KEY) unlocks every
+ * tree whose v2 policy names its key identifier, or whose v1 policy names its descriptor.
+ * Keys live in locked memory and are wiped on removal and at close; none is ever logged. */
+struct f2fuse_key_info {
+    unsigned status;  /* F2FUSE_KEY_* */
+    unsigned version; /* _MISSING: the version of the policy met (1: the descriptor names it) */
+    uint8_t identifier[16]; /* v2 key identifier */
+    uint8_t descriptor[8];  /* v1 descriptor */
+    unsigned busy_files;    /* _BUSY: open files that keep keys derived from it */
+};
+#define F2FUSE_KEY_PRESENT 1u
+#define F2FUSE_KEY_BUSY    2u /* removed; files open then keep their keys until closed */
+#define F2FUSE_KEY_MISSING 3u /* a policy met whose key is absent */
+typedef int (*f2fuse_key_fn)(void *arg, const struct f2fuse_key_info *k);
+/* Adds a master key; desc is its v1 descriptor, or NULL for the conventional one (the first
+ * 8 bytes of SHA-512(SHA-512(key)), as e4crypt, fscrypt and Android's vold choose it).
+ * -EINVAL for a size outside 16..64, -ENOSPC past 32 keys, -ENOMEM when memory cannot be
+ * locked.  info gets the identifier and descriptor. */
+int f2fuse_key_add(struct f2fuse *fs, const uint8_t *raw, size_t len, const uint8_t *desc,
+                   struct f2fuse_key_info *info);
+/* Removes the key with this identifier (16 bytes) or descriptor (8 bytes); *busy gets the
+ * open files that keep using it until closed (-ENOKEY when no such key). */
+int f2fuse_key_remove(struct f2fuse *fs, const uint8_t *spec, size_t len, unsigned *busy);
+/* Lists the keys present or busy, then the policies met without a key. */
+int f2fuse_key_list(struct f2fuse *fs, f2fuse_key_fn fn, void *arg);
+/* Reads a key file ("-": standard input): 16..64 raw bytes, or that many bytes in hex digits
+ * (a newline may follow).  key has room for 64 bytes; the caller wipes it.  -EINVAL for
+ * anything else. */
+int f2fuse_key_read_file(const char *path, uint8_t *key, size_t *len);
+/* Calls fn for every encrypted inode the caller holds (lookups, opens): what a kernel in
+ * front cached of them (symlink sizes, file pages) changed with a key. */
+int f2fuse_encrypted_held(struct f2fuse *fs, void (*fn)(void *arg, uint32_t ino), void *arg);
 
 /* ---- whole-disk images ----
  * The partitions of an image with a GPT or MBR table, for `f2fuse info` and for picking

@@ -19,7 +19,7 @@ declare -A group=(
     # f2fuse for test_verity's images; unicode-data's DerivedAge.txt for test_casefold's
     # model of the kernel's Unicode 12.1 folding; f2fs-tools' source built with LZ4/LZO
     # (tests/integration/build_f2fs_tools) and Debian's Python codecs for test_compress;
-    # python3-cryptography for f2crypt.py, test_fscrypt_nokey's independent fscrypt encoder;
+    # python3-cryptography for f2crypt.py, test_fscrypt(_nokey)'s independent fscrypt encoder;
     # the network devices: libnbd-dev and librbd-dev (optional for `make`, so that the test
     # build has both backends), nbdkit and qemu-nbd as NBD servers with nbdcopy, and a
     # one-node Ceph cluster for test_rbd
@@ -30,9 +30,10 @@ declare -A group=(
             libnbd-dev libnbd-bin nbdkit qemu-utils librbd-dev ceph-mon ceph-mgr ceph-osd
             ceph-common"
     # fio workloads, PNG plots, fuse2fs as the FUSE ext4 reference of bench/fio; bench/nbd:
-    # nbdkit as the server, libnbd-dev for f2fuse's NBD backend (fio's nbd engine is the ceiling)
+    # nbdkit as the server, libnbd-dev for f2fuse's NBD backend (fio's nbd engine is the ceiling);
+    # bench/fscrypt: python3-cryptography for f2crypt.py, which makes its encrypted directory
     [bench]="fuse3 f2fs-tools util-linux python3 fio python3-matplotlib fuse2fs fsverity
-             nbdkit libnbd-dev"
+             nbdkit libnbd-dev python3-cryptography"
     [fuzz]="clang f2fs-tools"
     [check]="cppcheck clang-format"
 )

@@ -92,11 +92,12 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     checkpoint_merge_stats(fs, fn, arg);
     discard_emit_stats(fs, fn, arg); /* discard.c */
     emit_tunables(fs, fn, arg);
-    writeback_emit_stats(fs, fn, arg); /* writeback.c */
-    gc_emit_stats(fs, fn, arg);        /* gc.c */
-    quota_emit_stats(fs, fn, arg);     /* quota.c */
-    verity_emit_stats(fs, fn, arg);    /* verity.c */
-    cluster_emit_stats(fs, fn, arg);   /* cluster.c */
+    writeback_emit_stats(fs, fn, arg);    /* writeback.c */
+    gc_emit_stats(fs, fn, arg);           /* gc.c */
+    quota_emit_stats(fs, fn, arg);        /* quota.c */
+    verity_emit_stats(fs, fn, arg);       /* verity.c */
+    fscrypt_keys_emit_stats(fs, fn, arg); /* fscrypt_keys.c */
+    cluster_emit_stats(fs, fn, arg);      /* cluster.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fs.lookups", atomic_load(&fs->lookups));
     fn(arg, "fs.lookup_device_reads", atomic_load(&fs->lookup_device_reads));

@@ -20,6 +20,8 @@
 #include "core/fileattr.h"
 #include "core/flush_merge.h"
 #include "core/fscrypt.h"
+#include "core/fscrypt_cipher.h"
+#include "core/fscrypt_keys.h"
 #include "core/fsync.h"
 #include "core/gc.h"
 #include "core/imagelock.h"

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "api/keys.h"
 #include "f2fuse_test.h"
 
 /* Why this image cannot be written, or NULL.  What f2fuse does not write is refused rather
@@ -143,6 +144,12 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
     if (!err)
         err = pcache_create(fs->dev, budget, &fs->cache);
     if (!err)
+        err = fscrypt_keys_init(fs); /* fscrypt_keys.c: keys in locked memory */
+    if (err == -EOPNOTSUPP && !opts->fscrypt_keys[0])
+        err = 0; /* without libcrypto's algorithms encrypted trees stay locked */
+    if (!err)
+        err = keys_load_options(fs); /* keys.c: fscrypt_key= */
+    if (!err)
         err = verity_init(fs); /* verity.c: before orphans are freed */
     if (!err)
         err = fault_arm(fs, test); /* fault.c: tests only */
@@ -215,7 +222,8 @@ void f2fuse_close(struct f2fuse *fs)
     quota_destroy(fs);
     nat_destroy(fs->nat);
     seg_destroy(fs->seg);
-    verity_destroy(fs); /* verity.c: descriptors parsed */
+    verity_destroy(fs);       /* verity.c: descriptors parsed */
+    fscrypt_keys_destroy(fs); /* fscrypt_keys.c: every key wiped */
     pcache_destroy(fs->cache);
     cachesize_destroy(fs);
     if (fs->dev)

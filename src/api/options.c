@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/keys.h"
 #include "api/options.h"
 
 #define OPT(member) OPTSPEC_FIELD(struct f2fuse_options, member)
@@ -116,6 +117,13 @@ static int set_nocompress_extension(void *target, const char *value)
                          o->compress_ext_count, value, true);
 }
 
+/* fscrypt_key=[DESC:]FILE, repeatable: every value is kept (keys.c reads them at open). */
+static int add_fscrypt_key(void *target, const char *value)
+{
+    struct f2fuse_options *o = target;
+    return keys_option_add(o->fscrypt_keys, sizeof(o->fscrypt_keys), value);
+}
+
 static const struct optspec library_specs[] = {
     {.name = "ro",
      .negated = "rw",
@@ -180,6 +188,12 @@ static const struct optspec library_specs[] = {
      OPT(ceph_keyring),
      .metavar = "FILE",
      .help = "RBD: the keyring holding the client's key."},
+    {.name = "fscrypt_key",
+     .kind = OPTSPEC_CUSTOM,
+     .parse = add_fscrypt_key,
+     .metavar = "fscrypt_key=[DESC:]FILE",
+     .help = "An fscrypt master key (16..64 bytes, raw or hex) for encrypted trees; repeatable. "
+             "DESC: the v1 descriptor in 16 hex digits, if not the usual one."},
     /* auto (cachesize.c): from free memory and the memory cgroup, given back under pressure.
      * A fixed size of less than 1 MiB left a read-write mount checkpointing at every step. */
     {.name = "cache_size",

@@ -156,9 +156,20 @@ static ssize_t read_step(struct f2fuse *fs, const struct inode_info *ii, struct 
         return -EISDIR;
     if (!S_ISREG(ii->mode))
         return -EINVAL;
-    if (verity_file(ii)) /* verity.c: every block checked against the Merkle tree */
-        return verity_read(fs, ii, ipage, a->buf, a->size, a->off);
-    return data_read(fs, ii, ipage, a->buf, a->size, a->off);
+    /* fscrypt_keys.c: an encrypted file is read through its key (ENOKEY without it) */
+    struct inode_info with = *ii;
+    struct fscrypt_ikey *key = NULL;
+    if (fscrypt_encrypted(ii) && a->size && a->off < ii->size) {
+        int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+        if (err)
+            return err;
+        with.contents_key = key;
+    }
+    ssize_t n = verity_file(ii) /* verity.c: every block checked against the Merkle tree */
+                    ? verity_read(fs, &with, ipage, a->buf, a->size, a->off)
+                    : data_read(fs, &with, ipage, a->buf, a->size, a->off);
+    fscrypt_ikey_put(fs, key);
+    return n;
 }
 
 ssize_t f2fuse_read(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uint64_t off)
@@ -174,7 +185,7 @@ static ssize_t readlink_step(struct f2fuse *fs, const struct inode_info *ii, str
     if (!S_ISLNK(ii->mode))
         return -EINVAL;
     if (fscrypt_encrypted(ii)) {
-        char target[FSCRYPT_NOKEY_MAX_ENCODED + 1];
+        char target[FSCRYPT_SYMLINK_TARGET_MAX];
         ssize_t n = fscrypt_symlink_target(fs, ii, ipage, target);
         if (n < 0)
             return n;

@@ -90,7 +90,9 @@ int f2fuse_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, ui
 
 int f2fuse_release(struct f2fuse *fs, uint32_t ino)
 {
-    return fs_op_result(fs, "release", file_release(fs, ino));
+    int err = fs_op_result(fs, "release", file_release(fs, ino));
+    fscrypt_ikey_closed(fs, ino); /* a key kept after its removal for this open goes now */
+    return err;
 }
 
 int f2fuse_fileattr_get(struct f2fuse *fs, uint32_t ino, struct f2fuse_fileattr *fa)

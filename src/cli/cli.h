@@ -17,5 +17,6 @@ int sync_main(int argc, char **argv);     /* main.c: f2fuse sync */
 int trim_main(int argc, char **argv);     /* trim.c */
 int info_main(int argc, char **argv);     /* info.c */
 int unsparse_main(int argc, char **argv); /* unsparse.c */
+int key_main(int argc, char **argv);      /* key.c: f2fuse key */
 
 #endif

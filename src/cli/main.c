@@ -137,6 +137,7 @@ static void usage(FILE *out)
         "       f2fuse stat MOUNTPOINT                 counters of a running mount\n"
         "       f2fuse set MOUNTPOINT NAME=VALUE...    change tunables of a running mount\n"
         "       f2fuse sync MOUNTPOINT...              make everything written durable\n"
+        "       f2fuse key add|list|remove MOUNTPOINT ...   fscrypt keys of a running mount\n"
         "       f2fuse trim [-o start=,len=,minlen=] IMAGE   discard free space offline\n"
         "       f2fuse unsparse [-f] SPARSE RAW        expand an Android sparse image to a raw one\n"
         "       f2fuse options [--troff]               every -o option: help, default, range\n"
@@ -163,6 +164,8 @@ int main(int argc, char **argv)
         return trim_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "unsparse") == 0)
         return unsparse_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "key") == 0)
+        return key_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "info") == 0)
         return info_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "options") == 0)

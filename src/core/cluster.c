@@ -27,6 +27,7 @@
 #include "core/context.h"
 #include "core/data.h"
 #include "core/extent.h"
+#include "core/fscrypt_cipher.h"
 #include "core/inode.h"
 #include "core/nat.h"
 #include "core/node.h"
@@ -170,11 +171,18 @@ static void add_block_reads(const uint32_t *slots, int nr, uint8_t *buf, struct 
     }
 }
 
-/* Decodes nr compressed blocks at cbuf into out (a whole cluster), counting the time. */
+/* Decodes nr compressed blocks at cbuf into out (a whole cluster), counting the time.  An
+ * encrypted file's compressed blocks are decrypted in place first, each as the file block
+ * it occupies (first + 1 on), as the kernel encrypts them. */
 static int decode_cluster(struct f2fuse *fs, const struct inode_info *ii,
-                          const struct compress_info *ci, uint64_t first, const uint8_t *cbuf,
-                          int nr, uint8_t *out)
+                          const struct compress_info *ci, uint64_t first, uint8_t *cbuf, int nr,
+                          uint8_t *out)
 {
+    if (ii->contents_key) {
+        int err = fscrypt_crypt_blocks(fs, ii->contents_key, false, first + 1, cbuf, (uint32_t)nr);
+        if (err)
+            return err;
+    }
     const char *why = NULL;
     uint64_t t0 = codec_clock_ns();
     int err = compress_decode(ci, cbuf, (uint32_t)nr, out, &why);

@@ -27,6 +27,7 @@ struct wb_control;
 struct gc_control;
 struct verity_cache;
 struct casefold;
+struct fscrypt_keyring;
 struct inode_ref;
 struct quota;
 struct cache_sizer;
@@ -71,6 +72,7 @@ struct f2fuse {
     struct verity_cache *verity;     /* verity.c: parsed fs-verity descriptors */
     struct casefold *casefold;       /* casefold.c: the encoding (NULL without casefold) */
     struct cache_sizer *sizer;       /* cachesize.c: cache_size=auto */
+    struct fscrypt_keyring *keys;    /* fscrypt_keys.c: master keys, inode keys */
 
     /* Locking, as the kernel's f2fs: every operation holds cp_lock for reading, a
      * checkpoint holds it for writing; namespace changes serialize on ns_lock; each inode's
@@ -101,6 +103,7 @@ struct f2fuse {
      * extents found not valid (then not read through; the first one is logged) */
     atomic_uint_fast64_t extent_hits, extent_misses, extent_rejected;
     atomic_bool extent_rejected_logged;
+    atomic_bool compressed_encrypted_logged;         /* file.c: such a file refused a change */
     struct cluster_stats clusters;                   /* cluster.c: compressed files' clusters */
     struct cluster_decoder *_Atomic cluster_decoder; /* cluster.c: reads' second decoder */
     /* data.c: blocks of pinned files (PIN_FILE) rewritten at their own address */

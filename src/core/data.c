@@ -3,6 +3,7 @@
  * straight into the caller's buffer (no copy in our cache: the kernel's page cache in front
  * of FUSE already holds one). */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include "core/compress.h"
 #include "core/context.h"
 #include "core/extent.h"
+#include "core/fscrypt_cipher.h"
 #include "core/fsync.h"
 #include "core/inode.h"
 #include "core/nat.h"
@@ -203,8 +205,32 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
 #define READ_CHUNK_BLOCKS 256      /* map and submit at most 1 MiB at a time */
 #define CACHED_ADDR       NEW_ADDR /* in data_read's map: served from the page cache */
 
-int data_read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
-                     size_t size, uint64_t off)
+/* Decrypts, in the buffer of blocks [first, first + count) read at buf, those that were not
+ * holes (a hole reads as zeros, never decrypted: fscrypt's rule). */
+static int decrypt_read(struct f2fuse *fs, const struct inode_info *ii, const uint32_t *addrs,
+                        uint64_t first, uint32_t count, uint8_t *buf)
+{
+    for (uint32_t i = 0; i < count;) {
+        if (addrs[i] == NULL_ADDR) {
+            i++;
+            continue;
+        }
+        uint32_t j = i + 1;
+        while (j < count && addrs[j] != NULL_ADDR)
+            j++;
+        int err = fscrypt_crypt_blocks(fs, ii->contents_key, false, first + i,
+                                       buf + (size_t)i * F2FS_BLKSIZE, j - i);
+        if (err)
+            return err;
+        i = j;
+    }
+    return 0;
+}
+
+/* Reads [off, off + size) of a file in blocks, wherever its size ends.  An encrypted file's
+ * range is whole blocks (read_blocks). */
+static int read_blocks_raw(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                           void *buf, size_t size, uint64_t off)
 {
     const struct f2fs_inode *ri = &page_node(ipage)->i;
     uint32_t addrs[READ_CHUNK_BLOCKS];
@@ -276,9 +302,43 @@ int data_read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page
             i = j;
         }
         err = blk_submit_wait(fs->dev, rp, nreq);
+        if (!err && ii->contents_key)
+            err = decrypt_read(fs, ii, addrs, first, count, (uint8_t *)buf + (pos - off));
         if (err)
             return err;
         done = chunk_end - off;
+    }
+    return 0;
+}
+
+/* read_blocks_raw, decrypted where the file is encrypted (its key found): a partial first
+ * or last block is read and decrypted aside (data units never straddle a block). */
+int data_read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
+                     size_t size, uint64_t off)
+{
+    if (!ii->contents_key || (off % F2FS_BLKSIZE == 0 && size % F2FS_BLKSIZE == 0))
+        return read_blocks_raw(fs, ii, ipage, buf, size, off);
+    _Alignas(F2FS_BLKSIZE) uint8_t block[F2FS_BLKSIZE];
+    uint8_t *dst = buf;
+    while (size) {
+        uint64_t base = off / F2FS_BLKSIZE * F2FS_BLKSIZE;
+        size_t skip = (size_t)(off - base), n;
+        int err;
+        if (skip || size < F2FS_BLKSIZE) {
+            n = F2FS_BLKSIZE - skip < size ? F2FS_BLKSIZE - skip : size;
+            err = read_blocks_raw(fs, ii, ipage, block, F2FS_BLKSIZE, base);
+            if (!err)
+                memcpy(dst, block + skip, n);
+        } else {
+            n = size / F2FS_BLKSIZE * F2FS_BLKSIZE;
+            err = read_blocks_raw(fs, ii, ipage, dst, n, off);
+        }
+        OPENSSL_cleanse(block, sizeof(block));
+        if (err)
+            return err;
+        dst += n;
+        off += n;
+        size -= n;
     }
     return 0;
 }
@@ -294,8 +354,8 @@ ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *i
         memcpy(buf, (const uint8_t *)ipage->data + inline_data_offset(ii) + off, size);
         return (ssize_t)size;
     }
-    if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT))
-        return -ENOKEY;
+    if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT) && !ii->contents_key)
+        return -ENOKEY; /* fscrypt_keys.c: the caller found no key */
     int err = compress_file(ii) ? cluster_read(fs, ii, ipage, buf, size, off)
                                 : data_read_blocks(fs, ii, ipage, buf, size, off);
     return err ? err : (ssize_t)size;
@@ -551,6 +611,80 @@ int data_convert_inline(struct f2fuse *fs, struct inode_info *ii, struct page *i
     return 0;
 }
 
+/* ---- an encrypted file's blocks, with its key ----
+ * Its DATA pages hold what the device holds, ciphertext, whoever brought them in (a write,
+ * segment cleaning, recovery): writeback and GC move them as they are, and no page ever
+ * holds plaintext.  A change decrypts the block aside, edits it and encrypts it back. */
+
+/* Encrypts plain (block index of ii) into page, which becomes dirty; wipes plain. */
+static int crypt_store(struct f2fuse *fs, const struct inode_info *ii, struct page *page,
+                       uint64_t index, uint8_t *plain)
+{
+    int err = fscrypt_crypt_blocks(fs, ii->contents_key, true, index, plain, 1);
+    if (!err) {
+        memcpy(page->data, plain, F2FS_BLKSIZE);
+        pcache_mark_dirty(fs->cache, page);
+    }
+    OPENSSL_cleanse(plain, F2FS_BLKSIZE);
+    return err;
+}
+
+/* zero_block_tail with the key: page holds block index's ciphertext. */
+static int crypt_zero_tail(struct f2fuse *fs, const struct inode_info *ii, struct page *page,
+                           uint64_t index, size_t keep, bool only_stale)
+{
+    _Alignas(64) uint8_t plain[F2FS_BLKSIZE];
+    memcpy(plain, page->data, F2FS_BLKSIZE);
+    int err = fscrypt_crypt_blocks(fs, ii->contents_key, false, index, plain, 1);
+    size_t n = F2FS_BLKSIZE - keep;
+    bool zero = !err &&
+                (!only_stale || plain[keep] || memcmp(plain + keep, plain + keep + 1, n - 1));
+    if (zero) {
+        memset(plain + keep, 0, n);
+        err = crypt_store(fs, ii, page, index, plain);
+    }
+    OPENSSL_cleanse(plain, sizeof(plain));
+    return err ? err : zero;
+}
+
+/* Writes src[0, n) at byte in_blk of an encrypted file's block index.  What the rest of the
+ * block holds: its plaintext when the block has data (cached, or on the device and kept as
+ * data_get_page keeps it), zeros when it has none (a hole, a reserved block). */
+static int crypt_write_block(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                             uint64_t index, size_t in_blk, const uint8_t *src, size_t n)
+{
+    bool keep_old = n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size;
+    /* held across data_get_page, so that it cannot be evicted and come back as zeros */
+    struct page *cached = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
+    bool cipher = cached != NULL;
+    int err = 0;
+    if (!cipher && keep_old) {
+        uint32_t addr;
+        err = data_map(fs, ii, &page_node(ipage)->i, index, 1, &addr);
+        cipher = addr != NULL_ADDR; /* data_map: a reserved block reads as a hole */
+    }
+    struct page *page = NULL;
+    if (!err)
+        err = data_get_page(fs, ii, ipage, index, keep_old, &page);
+    pcache_put(fs->cache, cached);
+    if (err)
+        return err;
+    _Alignas(64) uint8_t plain[F2FS_BLKSIZE];
+    if (n < F2FS_BLKSIZE && cipher) {
+        memcpy(plain, page->data, F2FS_BLKSIZE);
+        err = fscrypt_crypt_blocks(fs, ii->contents_key, false, index, plain, 1);
+    } else if (n < F2FS_BLKSIZE) {
+        memset(plain, 0, sizeof(plain));
+    }
+    if (!err) {
+        memcpy(plain + in_blk, src, n);
+        err = crypt_store(fs, ii, page, index, plain);
+    }
+    OPENSSL_cleanse(plain, sizeof(plain));
+    pcache_put(fs->cache, page);
+    return err;
+}
+
 /* Zeroes file block index from byte keep on: the cached page, else the block loaded (a hole
  * or a reserved block reads as zeros already).  only_stale: a tail that is zero already is
  * left alone, not dirtied.  Returns 1 when it zeroed, 0 when not, or -errno. */
@@ -558,9 +692,10 @@ static int zero_block_tail(struct f2fuse *fs, struct inode_info *ii, struct page
                            uint64_t index, size_t keep, bool only_stale)
 {
     /* An encrypted file's block is ciphertext: zeros written into it would decrypt to
-     * garbage, before the end too (a cipher block straddles it).  Only recovery truncates
-     * one without the key; the kernel's reads stop at i_size anyway. */
-    if (ii->advise & FADVISE_ENCRYPT_BIT)
+     * garbage, before the end too (a cipher block straddles it).  With the key the tail is
+     * zeroed in plaintext (crypt_zero_tail); without it only recovery truncates one, and
+     * the kernel's reads stop at i_size anyway. */
+    if ((ii->advise & FADVISE_ENCRYPT_BIT) && !ii->contents_key)
         return 0;
     uint64_t key = data_key(ii->ino, index);
     struct page *page = pcache_find(fs->cache, PAGE_DATA, key);
@@ -573,6 +708,11 @@ static int zero_block_tail(struct f2fuse *fs, struct inode_info *ii, struct page
             err = pcache_get(fs->cache, PAGE_DATA, key, addr, &page);
         if (err)
             return err;
+    }
+    if (ii->contents_key) {
+        int r = crypt_zero_tail(fs, ii, page, index, keep, only_stale);
+        pcache_put(fs->cache, page);
+        return r;
     }
     uint8_t *tail = (uint8_t *)page->data + keep;
     size_t n = F2FS_BLKSIZE - keep;
@@ -617,6 +757,8 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
     uint64_t end = off + size;
     if (end < off || end > data_max_size(ii))
         return -EFBIG;
+    if (S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT) && !ii->contents_key)
+        return -ENOKEY; /* never plaintext into an encrypted file */
     if (ii->inline_flags & F2FS_INLINE_DATA) {
         if (end <= inline_data_size(ii)) {
             memcpy((uint8_t *)ipage->data + inline_data_offset(ii) + off, buf, size);
@@ -648,8 +790,10 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
             n = size - done;
         /* A partial block inside the file keeps the rest of its old content. */
         bool keep_old = n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size;
-        struct page *page;
-        int err = data_get_page(fs, ii, ipage, index, keep_old, &page);
+        struct page *page = NULL;
+        int err = ii->contents_key ? crypt_write_block(fs, ii, ipage, index, in_blk,
+                                                       (const uint8_t *)buf + done, n)
+                                   : data_get_page(fs, ii, ipage, index, keep_old, &page);
         if (err && !done)
             return err;
         if (err) { /* a short write: what was copied counts, the size included */
@@ -657,8 +801,10 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
             end = off + done;
             break;
         }
-        memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
-        pcache_put_dirty(fs->cache, page);
+        if (page) {
+            memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
+            pcache_put_dirty(fs->cache, page);
+        }
         done += n;
     }
     if (end > ii->size) {

@@ -10,6 +10,7 @@
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dirname.h"
+#include "core/fscrypt_keys.h"
 #include "core/inode.h"
 #include "core/node.h"
 #include "core/space.h"
@@ -134,6 +135,14 @@ static uint64_t dir_key(const struct inode_info *dir, uint64_t index)
     return (uint64_t)dir->ino << 32 | index;
 }
 
+/* A directory block goes with every checkpoint.  Lookups sharing the directory's stripe
+ * mark the same page at once (every path walk through an encrypted or casefolded directory
+ * looks up): atomic, as two plain stores of one value race for ThreadSanitizer. */
+static void mark_checkpoint_data(struct page *page)
+{
+    __atomic_store_n(&page->checkpoint_data, true, __ATOMIC_RELAXED);
+}
+
 /* Reads directory block index (the cached copy first: it may be newer than the disk, or
  * not on disk yet); *page is NULL for a hole. */
 static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
@@ -141,7 +150,7 @@ static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct
 {
     *page = pcache_find(fs->cache, PAGE_DATA, dir_key(dir, index));
     if (*page) {
-        (*page)->checkpoint_data = true;
+        mark_checkpoint_data(*page);
         return 0;
     }
     uint32_t addr;
@@ -150,7 +159,7 @@ static int dir_block_get(struct f2fuse *fs, const struct inode_info *dir, struct
         return err;
     err = pcache_get(fs->cache, PAGE_DATA, dir_key(dir, index), addr, page);
     if (!err)
-        (*page)->checkpoint_data = true;
+        mark_checkpoint_data(*page);
     return err;
 }
 
@@ -272,8 +281,12 @@ int dir_lookup(struct f2fuse *fs, const struct inode_info *dir, struct page *dpa
                const char *name, size_t len, uint32_t *ino)
 {
     struct dir_name dn;
-    int err = dir_name_init(fs, dir, name, len, &dn);
-    return err ? err : lookup_name(fs, dir, dpage, &dn, ino);
+    int err = dir_name_init(fs, dir, dpage, name, len, &dn);
+    if (err)
+        return err;
+    err = lookup_name(fs, dir, dpage, &dn, ino);
+    dir_name_release(fs, &dn);
+    return err;
 }
 
 int dir_lookup_recorded(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
@@ -281,7 +294,11 @@ int dir_lookup_recorded(struct f2fuse *fs, const struct inode_info *dir, struct 
 {
     struct dir_name dn;
     int err = dir_name_init_recorded(fs, dir, ri, &dn);
-    return err ? err : lookup_name(fs, dir, dpage, &dn, ino);
+    if (err)
+        return err;
+    err = lookup_name(fs, dir, dpage, &dn, ino);
+    dir_name_release(fs, &dn);
+    return err;
 }
 
 static unsigned dtype_of(uint8_t file_type)
@@ -295,7 +312,7 @@ static unsigned dtype_of(uint8_t file_type)
 
 /* Lists one container from slot start; cookie_base + slot is each entry's position.
  * Returns 1 when fn asked to stop, 0 at the end, or -errno. */
-static int view_iterate(struct f2fuse *fs, const struct inode_info *dir,
+static int view_iterate(struct f2fuse *fs, const struct inode_info *dir, struct fscrypt_ikey *key,
                         const struct dentry_view *v, uint32_t start, uint64_t cookie_base,
                         f2fuse_dirent_fn fn, void *arg)
 {
@@ -319,8 +336,8 @@ static int view_iterate(struct f2fuse *fs, const struct inode_info *dir,
         char buf[DIR_NAME_SHOW_MAX];
         const char *name;
         size_t len;
-        int err = dir_name_show(fs, dir, le32(de->hash_code), v->filename[pos], le16(de->name_len),
-                                buf, &name, &len);
+        int err = dir_name_show(fs, dir, key, le32(de->hash_code), v->filename[pos],
+                                le16(de->name_len), buf, &name, &len);
         if (err)
             return err;
         pos += (uint32_t)slots;
@@ -330,15 +347,15 @@ static int view_iterate(struct f2fuse *fs, const struct inode_info *dir,
     return 0;
 }
 
-int dir_iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-                uint64_t cookie, f2fuse_dirent_fn fn, void *arg)
+static int iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                   struct fscrypt_ikey *key, uint64_t cookie, f2fuse_dirent_fn fn, void *arg)
 {
     if (dir->inline_flags & F2FS_INLINE_DENTRY) {
         struct dentry_view v;
         view_inline(&v, dir, dpage->data);
         if (cookie >= v.slots)
             return 0;
-        int r = view_iterate(fs, dir, &v, (uint32_t)cookie, 0, fn, arg);
+        int r = view_iterate(fs, dir, key, &v, (uint32_t)cookie, 0, fn, arg);
         return r < 0 ? r : 0;
     }
     for (uint64_t b = cookie / NR_DENTRY_IN_BLOCK;; b++) {
@@ -349,11 +366,39 @@ int dir_iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dp
         struct dentry_view v;
         view_block(&v, page->data);
         uint32_t start = b == cookie / NR_DENTRY_IN_BLOCK ? cookie % NR_DENTRY_IN_BLOCK : 0;
-        int r = view_iterate(fs, dir, &v, start, b * NR_DENTRY_IN_BLOCK, fn, arg);
+        int r = view_iterate(fs, dir, key, &v, start, b * NR_DENTRY_IN_BLOCK, fn, arg);
         pcache_put(fs->cache, page);
         if (r)
             return r < 0 ? r : 0;
     }
+}
+
+/* A v1 key's check (fscrypt_keys.h): a few names are decrypted before any is shown. */
+static int count_names(void *arg, const char *name, size_t len, uint32_t ino, unsigned type,
+                       uint64_t next)
+{
+    bool dots = name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.'));
+    return !dots && ++*(unsigned *)arg >= FSCRYPT_V1_PLAUSIBLE;
+}
+
+int dir_iterate(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                uint64_t cookie, f2fuse_dirent_fn fn, void *arg)
+{
+    /* An encrypted directory lists its names decrypted when its key is present. */
+    struct fscrypt_ikey *key = NULL;
+    int err = fscrypt_encrypted(dir) ? fscrypt_ikey_get(fs, dir, dpage, &key) : 0;
+    if (err && err != -ENOKEY)
+        return err;
+    err = 0;
+    if (key && fscrypt_master_unchecked(key)) {
+        unsigned seen = 0;
+        err = iterate(fs, dir, dpage, key, 0, count_names, &seen);
+        fscrypt_master_scan_done(key);
+    }
+    if (!err)
+        err = iterate(fs, dir, dpage, key, cookie, fn, arg);
+    fscrypt_ikey_put(fs, key);
+    return err;
 }
 
 /* ---- write side ---- */
@@ -590,8 +635,12 @@ int dir_add_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
                   size_t len, uint32_t ino, uint16_t mode)
 {
     struct dir_name dn;
-    int err = dir_name_init(fs, dir, name, len, &dn);
-    return err ? err : add_name(fs, dir, dpage, &dn, ino, mode);
+    int err = dir_name_init(fs, dir, dpage, name, len, &dn);
+    if (err)
+        return err;
+    err = add_name(fs, dir, dpage, &dn, ino, mode);
+    dir_name_release(fs, &dn);
+    return err;
 }
 
 int dir_add_recorded(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
@@ -599,18 +648,23 @@ int dir_add_recorded(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
 {
     struct dir_name dn;
     int err = dir_name_init_recorded(fs, dir, ri, &dn);
-    return err ? err : add_name(fs, dir, dpage, &dn, ino, mode);
+    if (err)
+        return err;
+    err = add_name(fs, dir, dpage, &dn, ino, mode);
+    dir_name_release(fs, &dn);
+    return err;
 }
 
 int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
                      const char *name, size_t len, uint32_t *ino)
 {
     struct dir_name dn;
-    int err = dir_name_init(fs, dir, name, len, &dn);
+    int err = dir_name_init(fs, dir, dpage, name, len, &dn);
     if (err)
         return err;
     struct dentry_loc loc;
     int found = find_entry(fs, dir, dpage, &dn, &loc);
+    dir_name_release(fs, &dn);
     if (found <= 0)
         return found ? found : -ENOENT;
     if (ino)
@@ -631,11 +685,12 @@ int dir_set_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
                   size_t len, uint32_t ino, uint16_t mode)
 {
     struct dir_name dn;
-    int err = dir_name_init(fs, dir, name, len, &dn);
+    int err = dir_name_init(fs, dir, dpage, name, len, &dn);
     if (err)
         return err;
     struct dentry_loc loc;
     int found = find_entry(fs, dir, dpage, &dn, &loc);
+    dir_name_release(fs, &dn);
     if (found <= 0)
         return found ? found : -ENOENT;
     loc.v.dentry[loc.slot].ino = htole32(ino);

@@ -7,6 +7,8 @@
 #include "core/dirname.h"
 #include "core/casefold.h"
 #include "core/context.h"
+#include "core/fscrypt_cipher.h"
+#include "core/fscrypt_keys.h"
 #include "core/dir.h"
 #include "core/inode.h"
 
@@ -15,8 +17,37 @@ static bool is_dot_or_dotdot(const uint8_t *name, size_t len)
     return (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
 }
 
-int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, const char *name, size_t len,
-                  struct dir_name *dn)
+/* A name in an encrypted directory with its key: the entry stores its ciphertext, hashed
+ * (TEA) as stored, or in a casefolded directory by the SipHash of the folded plaintext
+ * (fscrypt_setup_filename, f2fs_hash_filename). */
+static int encrypted_name_init(struct f2fuse *fs, const struct inode_info *dir, struct dir_name *dn,
+                               const uint8_t *name, size_t len)
+{
+    dn->plain = name;
+    dn->plain_len = len;
+    size_t n = fscrypt_name_encrypted_size(dn->key, len, F2FS_NAME_LEN);
+    int err = fscrypt_name_encrypt(fs, dn->key, name, len, dn->ciphertext, n);
+    if (err)
+        return err;
+    if (!(dir->flags & F2FS_CASEFOLD_FL)) {
+        dn->name = dn->ciphertext;
+        dn->len = n;
+        dn->hash = dentry_hash(dn->name, n);
+        return 0;
+    }
+    dn->name = name; /* casefold.c folds what the caller gave */
+    dn->len = len;
+    err = casefold_name_init(fs, dir, dn);
+    dn->name = dn->ciphertext;
+    dn->len = n;
+    if (!err)
+        err = dn->folded ? fscrypt_dirhash(fs, dn->key, dn->folded_name, dn->folded_len, &dn->hash)
+                         : fscrypt_dirhash(fs, dn->key, name, len, &dn->hash);
+    return err;
+}
+
+int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                  const char *name, size_t len, struct dir_name *dn)
 {
     memset(dn, 0, sizeof(*dn));
     if (len == 0)
@@ -24,6 +55,15 @@ int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, const char *n
     if (len > F2FS_NAME_LEN)
         return -ENAMETOOLONG;
     if (fscrypt_encrypted(dir) && !is_dot_or_dotdot((const uint8_t *)name, len)) {
+        int err = fscrypt_ikey_get(fs, dir, dpage, &dn->key);
+        if (!err) {
+            err = encrypted_name_init(fs, dir, dn, (const uint8_t *)name, len);
+            if (err)
+                dir_name_release(fs, dn);
+            return err;
+        }
+        if (err != -ENOKEY)
+            return err;
         if (fscrypt_nokey_decode(name, len, &dn->nk))
             return -ENOENT;
         dn->nokey = true;
@@ -38,12 +78,18 @@ int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, const char *n
     return 0;
 }
 
+void dir_name_release(struct f2fuse *fs, struct dir_name *dn)
+{
+    fscrypt_ikey_put(fs, dn->key);
+    dn->key = NULL;
+}
+
 int dir_name_init_recorded(struct f2fuse *fs, const struct inode_info *dir,
                            const struct f2fs_inode *ri, struct dir_name *dn)
 {
     size_t len = le32(ri->i_namelen);
     if (!fscrypt_encrypted(dir) || len == 0 || len > F2FS_NAME_LEN)
-        return dir_name_init(fs, dir, (const char *)ri->i_name, len, dn);
+        return dir_name_init(fs, dir, NULL, (const char *)ri->i_name, len, dn);
     memset(dn, 0, sizeof(*dn));
     dn->name = ri->i_name;
     dn->len = len;
@@ -67,11 +113,34 @@ bool dir_name_matches(struct f2fuse *fs, const struct inode_info *dir, const str
     return stored_hash == dn->hash && dir_name_same(fs, dir, dn, stored, stored_len);
 }
 
+/* With the key: the ciphertext compared, or in a casefolded directory the stored name
+ * decrypted and compared as generic_ci_match does (exactly, then folded). */
+static bool encrypted_same(struct f2fuse *fs, const struct inode_info *dir,
+                           const struct dir_name *dn, const uint8_t *stored, size_t stored_len)
+{
+    if (!dn->casefolded) {
+        bool same = stored_len == dn->len && memcmp(stored, dn->name, dn->len) == 0;
+        if (same) /* a v1 key that encrypts a stored name is the right one */
+            fscrypt_master_confirmed(dn->key);
+        return same;
+    }
+    uint8_t plain[F2FS_NAME_LEN];
+    size_t n;
+    bool valid;
+    if (fscrypt_name_decrypt(fs, dn->key, stored, stored_len, plain, &n, &valid) || !valid)
+        return false;
+    if (n == dn->plain_len && memcmp(plain, dn->plain, n) == 0)
+        return true;
+    return dn->folded && casefold_same(dn, plain, n);
+}
+
 bool dir_name_same(struct f2fuse *fs, const struct inode_info *dir, const struct dir_name *dn,
                    const uint8_t *stored, size_t stored_len)
 {
     if (dn->nokey)
         return fscrypt_nokey_matches(&dn->nk, stored, stored_len);
+    if (dn->key)
+        return encrypted_same(fs, dir, dn, stored, stored_len);
     if (dn->folded)
         return casefold_same(dn, stored, stored_len);
     return stored_len == dn->len && memcmp(stored, dn->name, dn->len) == 0;
@@ -100,9 +169,37 @@ bool dir_name_placed(struct f2fuse *fs, const struct inode_info *dir, uint32_t s
     return stored_hash == dentry_hash(stored, stored_len);
 }
 
-int dir_name_show(struct f2fuse *fs, const struct inode_info *dir, uint32_t stored_hash,
-                  const uint8_t *stored, size_t stored_len, char buf[DIR_NAME_SHOW_MAX],
-                  const char **shown, size_t *shown_len)
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF): what a
+ * name a user made is, and what bytes decrypted with a wrong key are not. */
+static bool utf8_valid(const char *s, size_t n)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    for (size_t i = 0; i < n;) {
+        uint8_t c = p[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xe0) == 0xc0 ? 2
+                     : (c & 0xf0) == 0xe0 ? 3
+                     : (c & 0xf8) == 0xf0 ? 4
+                                          : 0;
+        if (!len || i + len > n)
+            return false;
+        uint32_t cp = len == 1 ? c : c & (0xff >> (len + 1));
+        for (size_t j = 1; j < len; j++) {
+            if ((p[i + j] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (p[i + j] & 0x3f);
+        }
+        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+int dir_name_show(struct f2fuse *fs, const struct inode_info *dir, struct fscrypt_ikey *key,
+                  uint32_t stored_hash, const uint8_t *stored, size_t stored_len,
+                  char buf[DIR_NAME_SHOW_MAX], const char **shown, size_t *shown_len)
 {
     *shown = (const char *)stored;
     *shown_len = stored_len;
@@ -113,6 +210,26 @@ int dir_name_show(struct f2fuse *fs, const struct inode_info *dir, uint32_t stor
                           "encrypted directory %u: a stored name of %zu bytes is shorter "
                           "than any ciphertext",
                           dir->ino, stored_len);
+    if (key) {
+        size_t n;
+        bool valid;
+        int err = fscrypt_name_decrypt(fs, key, stored, stored_len, (uint8_t *)buf, &n, &valid);
+        if (err)
+            return err;
+        bool wrong_key = fscrypt_master_name_seen(fs, key, valid && utf8_valid(buf, n), dir->ino);
+        if (valid && !wrong_key) {
+            buf[n] = '\0';
+            *shown = buf;
+            *shown_len = n;
+            return 0;
+        }
+        /* Never garbage for a name: its no-key name, which says nothing false. */
+        if (!wrong_key)
+            fs_corrupt(fs,
+                       "encrypted directory %u: a stored name does not decrypt to a name; "
+                       "listed by its no-key name",
+                       dir->ino);
+    }
     /* f2fs fills in only the first hash word (f2fs_fill_dentries). */
     ssize_t n = fscrypt_nokey_encode(stored_hash, 0, stored, stored_len, buf);
     if (n < 0)

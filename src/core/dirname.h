@@ -4,7 +4,8 @@
  * carries on disk and the form stored entries are compared against.  Plain directories
  * hash and compare the bytes as given; directories with other rules (casefolded names,
  * names encrypted without the key at hand) differ only here, so that lookup, add, remove
- * and rename in dir.c stay one code path. */
+ * and rename in dir.c stay one code path.  In an encrypted directory with its key
+ * (fscrypt_keys.c) the name is encrypted here and stored names decrypted for listings. */
 #ifndef F2FUSE_CORE_DIRNAME_H
 #define F2FUSE_CORE_DIRNAME_H
 
@@ -12,12 +13,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/pcache.h"
 #include "core/casefold.h"
+#include "core/format.h"
 #include "core/fscrypt.h"
 
 struct f2fuse;
 struct inode_info;
 struct f2fs_inode;
+struct fscrypt_ikey;
 
 struct dir_name {
     const uint8_t *name; /* as the caller gave it: what a new entry stores (NULL: nokey) */
@@ -34,13 +38,22 @@ struct dir_name {
      * first: an encrypted casefolded directory matches no-key names by hash and ciphertext. */
     bool nokey;
     struct fscrypt_nokey nk;
+    /* In an encrypted directory whose key is present (fscrypt_keys.c): name and len are the
+     * ciphertext of the caller's name (plain), which stored names are compared against
+     * byte for byte, or decrypted and folded in a casefolded directory. */
+    struct fscrypt_ikey *key;
+    const uint8_t *plain;
+    size_t plain_len;
+    uint8_t ciphertext[F2FS_NAME_LEN];
 };
 
-/* Prepares name for an operation on dir: -ENAMETOOLONG past F2FS_NAME_LEN, -ENOENT for an
- * empty name or, in an encrypted directory, one that is no no-key name, -EINVAL for a name
- * a strict casefolded directory cannot fold. */
-int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, const char *name, size_t len,
-                  struct dir_name *dn);
+/* Prepares name for an operation on dir (its inode page dpage): -ENAMETOOLONG past
+ * F2FS_NAME_LEN, -ENOENT for an empty name or, in an encrypted directory without its key,
+ * one that is no no-key name, -EINVAL for a name a strict casefolded directory cannot fold.
+ * Release with dir_name_release. */
+int dir_name_init(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                  const char *name, size_t len, struct dir_name *dn);
+void dir_name_release(struct f2fuse *fs, struct dir_name *dn);
 /* Prepares the name inode ri records for itself (i_name, as its entry stores it: ciphertext
  * in an encrypted directory, with the hash after it when that needs the key), for
  * roll-forward recovery.  dn points into ri. */
@@ -63,11 +76,13 @@ void dir_name_scan_clean(struct f2fuse *fs, const struct inode_info *dir);
 bool dir_name_placed(struct f2fuse *fs, const struct inode_info *dir, uint32_t stored_hash,
                      const uint8_t *stored, size_t stored_len);
 
-/* The name a listing shows for a stored entry: its bytes, or in an encrypted directory its
- * no-key name (built in buf).  A stored name no encryption makes is damage (-EIO). */
-#define DIR_NAME_SHOW_MAX (FSCRYPT_NOKEY_MAX_ENCODED + 1)
-int dir_name_show(struct f2fuse *fs, const struct inode_info *dir, uint32_t stored_hash,
-                  const uint8_t *stored, size_t stored_len, char buf[DIR_NAME_SHOW_MAX],
-                  const char **shown, size_t *shown_len);
+/* The name a listing shows for a stored entry: its bytes, or in an encrypted directory the
+ * name decrypted with key (the directory's, or NULL without it) or its no-key name (built in
+ * buf).  A stored name no encryption makes is damage (-EIO); one that decrypts to no valid
+ * name is shown by its no-key name, with a `corrupt image:` line. */
+#define DIR_NAME_SHOW_MAX (F2FS_NAME_LEN + 1)
+int dir_name_show(struct f2fuse *fs, const struct inode_info *dir, struct fscrypt_ikey *key,
+                  uint32_t stored_hash, const uint8_t *stored, size_t stored_len,
+                  char buf[DIR_NAME_SHOW_MAX], const char **shown, size_t *shown_len);
 
 #endif

@@ -13,6 +13,7 @@
 #include "core/context.h"
 #include "core/data.h"
 #include "core/fscrypt.h"
+#include "core/fscrypt_keys.h"
 #include "core/inode.h"
 #include "core/locks.h"
 #include "core/namei.h"
@@ -47,19 +48,32 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
 }
 
 /* Whether a regular file's contents and size may change: an encrypted one not without its
- * key (ENOKEY: fscrypt_file_open, fscrypt_prepare_setattr); a verity file never (EPERM: the
- * kernel has no writable open of one, and fsverity_prepare_setattr refuses a new size); a
- * compressed file whose spare blocks were released (F2FS_COMPRESS_RELEASED) neither, as
- * the kernel's write path says (EPERM), but see file_setattr for its truncation. */
-static int contents_writable(struct f2fuse *fs, const struct inode_info *ii)
+ * key (ENOKEY: fscrypt_file_open, fscrypt_prepare_setattr; with it, ii->contents_key gets
+ * the key, which the caller puts); a verity file never (EPERM: the kernel has no writable
+ * open of one, and fsverity_prepare_setattr refuses a new size); a compressed file whose
+ * spare blocks were released (F2FS_COMPRESS_RELEASED) neither, as the kernel's write path
+ * says (EPERM), but see file_setattr for its truncation; a file both compressed and
+ * encrypted not yet (EOPNOTSUPP: cluster writeback does not encrypt). */
+static int contents_writable(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                             struct fscrypt_ikey **key)
 {
-    int err = fscrypt_check_contents(ii);
-    if (err)
-        return err;
+    if (fscrypt_check_contents(ii)) {
+        int err = fscrypt_ikey_get(fs, ii, ipage, key);
+        if (err)
+            return err;
+        ii->contents_key = *key;
+    }
     if (verity_file(ii))
         return -EPERM;
     if (compress_file(ii) && (ii->inline_flags & F2FS_COMPRESS_RELEASED))
         return -EPERM;
+    if (compress_file(ii) && ii->contents_key) {
+        if (!atomic_exchange(&fs->compressed_encrypted_logged, true))
+            log_warn("inode %u is compressed and encrypted: f2fuse reads such files but does "
+                     "not change them yet (logged once)",
+                     ii->ino);
+        return -EOPNOTSUPP;
+    }
     return 0;
 }
 
@@ -175,13 +189,14 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     file_begin(fs, ino);
     struct page *ipage;
     struct inode_info ii;
+    struct fscrypt_ikey *key = NULL;
     ssize_t ret = inode_get(fs, ino, &ipage, &ii);
     if (ret == 0) {
         if (S_ISDIR(ii.mode))
             ret = -EISDIR;
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
-        else if ((ret = contents_writable(fs, &ii)) == 0)
+        else if ((ret = contents_writable(fs, &ii, ipage, &key)) == 0)
             ret = claim_rest(fs, &ii, ipage, first, span, off + size, &claim);
         if (ret == 0)
             ret = remove_privs(fs, &ii, ipage, flags & F2FUSE_WRITE_KILL_SUIDGID, mode_changed);
@@ -193,6 +208,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
         }
         pcache_put(fs->cache, ipage);
     }
+    fscrypt_ikey_put(fs, key);
     file_end(fs, ino);
     space_settle(fs, claim);
     if (ret > 0)
@@ -217,12 +233,14 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     if (err)
         return err;
     struct f2fs_inode *ri = &page_node(ipage)->i;
+    struct fscrypt_ikey *key = NULL;
     /* A size change of a file whose contents stay as they are is refused before anything
      * changes (the kernel's fsverity_prepare_setattr refuses the whole request). */
     if ((sa->valid & F2FUSE_SET_SIZE) && S_ISREG(ii.mode))
-        err = compress_file(&ii) && (ii.inline_flags & F2FS_COMPRESS_RELEASED)
+        err = compress_file(&ii) && (ii.inline_flags & F2FS_COMPRESS_RELEASED) &&
+                      !fscrypt_check_contents(&ii)
                   ? released_truncate(&ii, sa->size)
-                  : contents_writable(fs, &ii);
+                  : contents_writable(fs, &ii, ipage, &key);
     /* A new owner or group takes the inode's usage over first, as the kernel's
      * dquot_transfer in f2fs_setattr: -EDQUOT changes nothing. */
     if (!err && (sa->valid & (F2FUSE_SET_UID | F2FUSE_SET_GID))) {
@@ -284,6 +302,7 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
     if (!err && attr)
         err = inode_fill_attr(fs, ipage, &ii, attr);
     pcache_put(fs->cache, ipage);
+    fscrypt_ikey_put(fs, key);
     file_end(fs, ino);
     return err;
 }
@@ -339,6 +358,7 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         return err;
     struct page *ipage;
     struct inode_info ii;
+    struct fscrypt_ikey *key = NULL;
     err = file_begin_get(fs, ino, &ipage, &ii);
     if (err) {
         space_settle(fs, claim);
@@ -352,7 +372,7 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         err = S_ISDIR(ii.mode) ? -EISDIR : -ENODEV;
         goto put;
     }
-    err = contents_writable(fs, &ii);
+    err = contents_writable(fs, &ii, ipage, &key);
     /* The kernel refuses to punch (or zero, collapse, insert) a compressed file: a
      * cluster has no holes to make. */
     if (!err && punch && compress_file(&ii))
@@ -403,6 +423,7 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
     }
 put:
     pcache_put(fs->cache, ipage);
+    fscrypt_ikey_put(fs, key);
     file_end(fs, ino);
     space_settle(fs, claim);
     return err;

@@ -255,6 +255,7 @@ static_assert(sizeof(struct f2fs_summary_block) == F2FS_BLKSIZE, "summary block"
 
 /* i_advise */
 #define FADVISE_ENCRYPT_BIT   0x04
+#define FADVISE_ENC_NAME_BIT  0x08 /* i_name holds the name as an encrypted directory stores it */
 #define FADVISE_KEEP_SIZE_BIT 0x10
 #define FADVISE_VERITY_BIT    0x40
 

@@ -1,14 +1,19 @@
-/* Encrypted trees without their key (fs/crypto/policy.c, fname.c, hooks.c): contexts, no-key
- * names, no-key symlink targets, and what the kernel refuses without the key.  Nothing here
- * decrypts: ciphertext is only ever encoded for display or compared. */
+/* Encrypted trees (fs/crypto/policy.c, fname.c, hooks.c): contexts, no-key names, no-key
+ * symlink targets, and what the kernel refuses without the key.  Decryption with the key is
+ * fscrypt_cipher.c's; here ciphertext is only encoded for display or compared. */
 #include <errno.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/fscrypt.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/fscrypt_cipher.h"
+#include "core/fscrypt_keys.h"
+#include "core/inode.h"
+#include "core/node.h"
 #include "core/xattr.h"
 
 /* ---- contexts (fscrypt_context_v1 / _v2) ---- */
@@ -45,6 +50,25 @@ int fscrypt_context_parse(const uint8_t *buf, size_t len, struct fscrypt_context
     ctx->filenames_mode = buf[CTX_FILENAMES];
     ctx->flags = buf[CTX_FLAGS];
     return 0;
+}
+
+size_t fscrypt_context_build(const struct fscrypt_context *ctx, uint8_t *buf)
+{
+    memset(buf, 0, FSCRYPT_CONTEXT_MAX);
+    buf[CTX_VERSION] = ctx->version;
+    buf[CTX_CONTENTS] = ctx->contents_mode;
+    buf[CTX_FILENAMES] = ctx->filenames_mode;
+    buf[CTX_FLAGS] = ctx->flags;
+    if (ctx->version == FSCRYPT_CONTEXT_V1) {
+        memcpy(buf + CTX_V1_KEY, ctx->key, 8);
+        memcpy(buf + CTX_V1_NONCE, ctx->nonce, FSCRYPT_NONCE_SIZE);
+        return FSCRYPT_CONTEXT_V1_SIZE;
+    }
+    buf[CTX_V2_DUS] = ctx->log2_data_unit_size;
+    memcpy(buf + CTX_V2_DUS + 1, ctx->reserved, sizeof(ctx->reserved));
+    memcpy(buf + CTX_V2_KEY, ctx->key, 16);
+    memcpy(buf + CTX_V2_NONCE, ctx->nonce, FSCRYPT_NONCE_SIZE);
+    return FSCRYPT_CONTEXT_V2_SIZE;
 }
 
 static bool modes_v1(uint8_t contents, uint8_t filenames)
@@ -301,7 +325,13 @@ ssize_t fscrypt_symlink_target(struct f2fuse *fs, const struct inode_info *ii, s
     ssize_t n = data_read(fs, &whole, ipage, block, (size_t)whole.size, 0);
     if (n < 0)
         return n;
-    ssize_t r = fscrypt_symlink_nokey(block, sizeof(block), out);
+    struct fscrypt_ikey *key = NULL;
+    int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+    if (err && err != -ENOKEY)
+        return err;
+    ssize_t r = key ? fscrypt_symlink_decrypt(fs, key, block, sizeof(block), out)
+                    : fscrypt_symlink_nokey(block, sizeof(block), out);
+    fscrypt_ikey_put(fs, key);
     if (r == -EUCLEAN)
         return fs_corrupt(fs, "encrypted symlink %u: stored target of %u bytes is not one", ii->ino,
                           (unsigned)block[0] | (unsigned)block[1] << 8);
@@ -317,22 +347,107 @@ int fscrypt_check_contents(const struct inode_info *ii)
 
 int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage)
 {
-    int err = fscrypt_check_contents(ii);
-    if (err) {
-        /* fscrypt_require_key: a context that does not parse is reported first. */
-        struct fscrypt_context ctx;
-        int bad = fscrypt_inode_context(fs, ii, ipage, &ctx);
-        return bad ? bad : err;
-    }
+    if (!fscrypt_check_contents(ii))
+        return 0;
+    /* fscrypt_require_key: a context that does not parse is reported first (EIO). */
+    struct fscrypt_ikey *key;
+    int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+    fscrypt_ikey_put(fs, key);
+    return err;
+}
+
+int fscrypt_check_casefold(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage)
+{
+    struct fscrypt_ikey *key;
+    int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+    if (!err && key->version != FSCRYPT_CONTEXT_V2)
+        err = -EINVAL;
+    fscrypt_ikey_put(fs, key);
+    return err;
+}
+
+int fscrypt_check_new_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage)
+{
+    if (!fscrypt_encrypted(dir))
+        return 0;
+    struct fscrypt_ikey *key;
+    int err = fscrypt_ikey_get(fs, dir, dpage, &key);
+    fscrypt_ikey_put(fs, key);
+    return err;
+}
+
+int fscrypt_permitted(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      const struct inode_info *ii, struct page *ipage)
+{
+    if (!fscrypt_encrypted(dir) || (!S_ISREG(ii->mode) && !S_ISDIR(ii->mode) && !S_ISLNK(ii->mode)))
+        return 0;
+    struct fscrypt_context dctx, ctx;
+    if (!fscrypt_encrypted(ii) || fscrypt_inode_context(fs, dir, dpage, &dctx) ||
+        fscrypt_inode_context(fs, ii, ipage, &ctx) || !fscrypt_same_policy(&dctx, &ctx))
+        return -EXDEV;
     return 0;
 }
 
-int fscrypt_check_new_name(const struct inode_info *dir)
+int fscrypt_check_link(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const struct inode_info *ii, struct page *ipage)
 {
-    return fscrypt_encrypted(dir) ? -ENOKEY : 0;
+    int err = fscrypt_check_new_name(fs, dir, dpage);
+    return err ? err : fscrypt_permitted(fs, dir, dpage, ii, ipage);
 }
 
-int fscrypt_check_rename(const struct inode_info *old_dir, const struct inode_info *new_dir)
+int fscrypt_check_rename(struct f2fuse *fs, const struct fscrypt_rename *r)
 {
-    return fscrypt_encrypted(old_dir) || fscrypt_encrypted(new_dir) ? -ENOKEY : 0;
+    int err = fscrypt_check_new_name(fs, r->odir, r->odpage);
+    if (!err && r->ndir->ino != r->odir->ino)
+        err = fscrypt_check_new_name(fs, r->ndir, r->ndpage);
+    if (err || r->ndir->ino == r->odir->ino)
+        return err;
+    err = fscrypt_permitted(fs, r->ndir, r->ndpage, r->src, r->spage);
+    if (!err && r->exchange)
+        err = fscrypt_permitted(fs, r->odir, r->odpage, r->tgt, r->tpage);
+    return err;
+}
+
+void fscrypt_name_recorded(const struct inode_info *dir, struct page *ipage, uint32_t name_hash)
+{
+    if (!fscrypt_encrypted(dir))
+        return;
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    ri->i_advise |= FADVISE_ENC_NAME_BIT;
+    /* Roll-forward recovery has no keys: the keyed hash of a casefolded name rides along. */
+    uint32_t len = le32(ri->i_namelen);
+    if ((dir->flags & F2FS_CASEFOLD_FL) && len + sizeof(name_hash) <= F2FS_NAME_LEN) {
+        uint32_t h = htole32(name_hash);
+        memcpy(ri->i_name + len, &h, sizeof(h));
+    }
+}
+
+int fscrypt_new_inode(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      struct inode_info *ii, struct page *ipage, uint32_t name_hash)
+{
+    if (!fscrypt_encrypted(dir))
+        return 0;
+    struct f2fs_inode *ri = &page_node(ipage)->i;
+    fscrypt_name_recorded(dir, ipage, name_hash);
+    if (S_ISREG(ii->mode) || S_ISDIR(ii->mode) || S_ISLNK(ii->mode)) {
+        struct fscrypt_context ctx;
+        uint8_t buf[FSCRYPT_CONTEXT_MAX];
+        int err = fscrypt_inode_context(fs, dir, dpage, &ctx);
+        if (!err && RAND_bytes(ctx.nonce, sizeof(ctx.nonce)) != 1)
+            err = -EIO; /* no randomness: no file whose key an attacker could guess */
+        if (err)
+            return err;
+        size_t n = fscrypt_context_build(&ctx, buf);
+        ri->i_advise |= FADVISE_ENCRYPT_BIT;
+        if (S_ISREG(ii->mode)) /* f2fs_may_inline_data: encrypted contents live in blocks */
+            ri->i_inline &= (uint8_t) ~(F2FS_INLINE_DATA | F2FS_DATA_EXIST);
+        err = inode_decode(fs, ipage, ii->ino, ii);
+        if (!err)
+            err = xattr_set_internal(fs, ii, ipage, F2FS_XATTR_INDEX_ENCRYPTION, "c", buf, n,
+                                     XATTR_CREATE_FLAG);
+        if (err)
+            return err;
+    }
+    pcache_mark_dirty(fs->cache, ipage);
+    return inode_decode(fs, ipage, ii->ino, ii);
 }

@@ -1,10 +1,12 @@
-/* fscrypt.c: encrypted files and directories without their key (fs/crypto).
+/* fscrypt.c: encrypted files and directories (fs/crypto): contexts, and what is shown and
+ * refused without the key.
  *
  * An encrypted inode carries FADVISE_ENCRYPT and an encryption context in the xattr index 9
  * "c": the policy (modes, flags, master key) and a per-file nonce.  Without the key f2fuse
  * keeps everything encrypted as it is and shows it as the kernel does: names as no-key
  * names (base64url of the entry's hash and ciphertext, long ones abbreviated by SHA-256),
- * symlink targets the same way, contents refused with ENOKEY (docs/FORMAT.md §15). */
+ * symlink targets the same way, contents refused with ENOKEY (docs/FORMAT.md §15).  With
+ * the key (fscrypt_keys.c, fscrypt_cipher.c) names, targets and contents are decrypted. */
 #ifndef F2FUSE_CORE_FSCRYPT_H
 #define F2FUSE_CORE_FSCRYPT_H
 
@@ -48,6 +50,8 @@ struct fscrypt_context {
 /* Parses a context as stored: -EINVAL when its size does not match a known version (the
  * kernel's fscrypt_context_is_valid).  Pure: no I/O, no allocation. */
 int fscrypt_context_parse(const uint8_t *buf, size_t len, struct fscrypt_context *ctx);
+/* The stored form of ctx (buf: FSCRYPT_CONTEXT_MAX bytes); returns its size. */
+size_t fscrypt_context_build(const struct fscrypt_context *ctx, uint8_t *buf);
 /* Whether the kernel would use the policy (fscrypt_supported_policy for f2fs): known mode
  * pairs and flags, reserved bytes zero.  NULL when it would, else why not. */
 const char *fscrypt_policy_unsupported(const struct fscrypt_context *ctx, bool casefolded_dir);
@@ -107,7 +111,9 @@ ssize_t fscrypt_base64url_decode(const char *src, size_t len, uint8_t *dst);
  * raw[0, raw_len).  Returns the length written to out (FSCRYPT_NOKEY_MAX_ENCODED + 1 bytes)
  * or -EUCLEAN for a target that cannot be one (fscrypt_get_symlink). */
 ssize_t fscrypt_symlink_nokey(const uint8_t *raw, size_t raw_len, char *out);
-/* Reads symlink ii's stored target and shows it as above; damage is reported (-EIO). */
+/* Reads symlink ii's stored target and shows it decrypted with its key (fscrypt_keys.c), or
+ * as above without; damage is reported (-EIO).  out: FSCRYPT_SYMLINK_TARGET_MAX bytes. */
+#define FSCRYPT_SYMLINK_TARGET_MAX 4096
 ssize_t fscrypt_symlink_target(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                                char *out);
 
@@ -115,12 +121,39 @@ ssize_t fscrypt_symlink_target(struct f2fuse *fs, const struct inode_info *ii, s
 
 /* Contents of an encrypted regular file: opening, reading, writing, truncating. */
 int fscrypt_check_contents(const struct inode_info *ii);
-/* An open of the inode: what fscrypt_check_contents says, but a context that does not parse
- * is reported (EIO) before the missing key, as fscrypt_require_key does. */
+/* An open of the inode (fscrypt_file_open): an encrypted regular file needs its key
+ * (-ENOKEY); a context that does not parse is reported first (EIO), as fscrypt_require_key
+ * does. */
 int fscrypt_check_open(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage);
-/* A new name in dir (create, mknod, mkdir, symlink, link, the new side of rename). */
-int fscrypt_check_new_name(const struct inode_info *dir);
-/* A rename touching an encrypted directory: its names are no-key names. */
-int fscrypt_check_rename(const struct inode_info *old_dir, const struct inode_info *new_dir);
+/* Setting CASEFOLD on encrypted directory ii (fscrypt_prepare_setflags): its key
+ * (-ENOKEY), and a v2 policy (-EINVAL), whose dirhash key its names will hash with. */
+int fscrypt_check_casefold(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage);
+/* A new name in dir (create, mknod, mkdir, symlink, link, the new side of rename) needs its
+ * key (fscrypt_prepare_new_inode): -ENOKEY without, -EIO for a damaged context. */
+int fscrypt_check_new_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage);
+/* Whether ii may sit in dir (fscrypt_has_permitted_context): only files of dir's policy in an
+ * encrypted directory, devices, fifos and sockets aside; -EXDEV else. */
+int fscrypt_permitted(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      const struct inode_info *ii, struct page *ipage);
+/* A link of ii into dir (__fscrypt_prepare_link): the key, then the policy. */
+int fscrypt_check_link(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const struct inode_info *ii, struct page *ipage);
+/* A rename (__fscrypt_prepare_rename): both directories' keys when encrypted, and what moves
+ * between two directories must be of the new one's policy (tgt: with exchange). */
+struct fscrypt_rename {
+    const struct inode_info *odir, *ndir, *src, *tgt;
+    struct page *odpage, *ndpage, *spage, *tpage;
+    bool exchange;
+};
+int fscrypt_check_rename(struct f2fuse *fs, const struct fscrypt_rename *r);
+/* A new inode ii in dir (f2fs_new_inode, fscrypt_set_context, init_dent_inode): in an
+ * encrypted directory a file, directory or symlink gets dir's policy with a new nonce from
+ * the CSPRNG (a regular file no inline data), and every inode the ENC_NAME mark; in a
+ * casefolded one the name's hash follows i_name, for roll-forward recovery. */
+int fscrypt_new_inode(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                      struct inode_info *ii, struct page *ipage, uint32_t name_hash);
+/* The marks of a name recorded in i_name (init_dent_inode) when dir is encrypted: ENC_NAME,
+ * never cleared, and the hash of a casefolded one after it. */
+void fscrypt_name_recorded(const struct inode_info *dir, struct page *ipage, uint32_t name_hash);
 
 #endif

@@ -1,6 +1,7 @@
 /* Inodes: read an inode block, verify it (checksum, extra attributes, inline rules, sizes)
  * as the kernel's sanity_check_inode does, and decode it into struct inode_info. */
 #include <errno.h>
+#include <linux/fs.h> /* FS_ENCRYPT_FL */
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -250,6 +251,8 @@ int inode_fill_attr(struct f2fuse *fs, struct page *ipage, const struct inode_in
     attr->blocks = blocks ? (blocks - 1) * (F2FS_BLKSIZE / 512) : 0;
     attr->generation = le32(ri->i_generation);
     attr->flags = ii->flags;
+    if (fscrypt_encrypted(ii)) /* lsattr's 'E' (kept in i_advise, not i_flags) */
+        attr->flags |= FS_ENCRYPT_FL;
     attr->atime = ts(le64(ri->i_atime), le32(ri->i_atime_nsec));
     attr->mtime = ts(le64(ri->i_mtime), le32(ri->i_mtime_nsec));
     attr->ctime = ts(le64(ri->i_ctime), le32(ri->i_ctime_nsec));
@@ -266,8 +269,9 @@ int inode_fill_attr(struct f2fuse *fs, struct page *ipage, const struct inode_in
             attr->rdev = makedev((new & 0xfff00) >> 8, (new & 0xff) | ((new >> 12) & 0xfff00));
     }
     if (S_ISLNK(ii->mode) && fscrypt_encrypted(ii)) {
-        /* st_size is what readlink shows (fscrypt_symlink_getattr): the no-key target. */
-        char target[FSCRYPT_NOKEY_MAX_ENCODED + 1];
+        /* st_size is what readlink shows (fscrypt_symlink_getattr): the target decrypted,
+         * or without the key its no-key form. */
+        char target[FSCRYPT_SYMLINK_TARGET_MAX];
         ssize_t n = fscrypt_symlink_target(fs, ii, ipage, target);
         if (n < 0)
             return (int)n;

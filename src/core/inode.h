@@ -9,6 +9,7 @@
 #include "f2fuse.h"
 
 struct f2fuse;
+struct fscrypt_ikey;
 
 /* inode.c: the decoded, immutable view of an on-disk inode that the rest of the core uses. */
 struct inode_info {
@@ -30,6 +31,9 @@ struct inode_info {
     uint32_t current_depth;
     uint32_t dir_level;
     uint32_t nids[DEF_NIDS_PER_INODE];
+    /* An encrypted regular file's contents key (fscrypt_keys.c), set by the operation that
+     * reads or writes its contents; NULL otherwise (data.c then refuses with ENOKEY). */
+    const struct fscrypt_ikey *contents_key;
 };
 int inode_get(struct f2fuse *fs, uint32_t ino, struct page **page, struct inode_info *info);
 /* Checks an inode page and decodes it (inode_get without the read). */

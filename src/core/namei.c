@@ -12,7 +12,10 @@
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dir.h"
+#include "core/dirname.h"
 #include "core/fscrypt.h"
+#include "core/fscrypt_cipher.h"
+#include "core/fscrypt_keys.h"
 #include "core/fsync.h"
 #include "core/fileattr.h"
 #include "core/inode.h"
@@ -168,6 +171,15 @@ void inode_writer_change(struct f2fuse *fs, uint32_t ino, int delta)
     pthread_mutex_unlock(&fs->ref_lock);
 }
 
+bool inode_is_open(struct f2fuse *fs, uint32_t ino)
+{
+    pthread_mutex_lock(&fs->ref_lock);
+    struct inode_ref *r = ref_find(fs, ino, false);
+    bool open = r && r->opens;
+    pthread_mutex_unlock(&fs->ref_lock);
+    return open;
+}
+
 bool inode_writers(struct f2fuse *fs, uint32_t ino)
 {
     pthread_mutex_lock(&fs->ref_lock);
@@ -235,6 +247,23 @@ uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
     return list;
 }
 
+uint32_t *inode_refs_held(struct f2fuse *fs, uint32_t *count)
+{
+    pthread_mutex_lock(&fs->ref_lock);
+    size_t n = 0;
+    for (uint32_t b = 0; fs->refs && b < REF_BUCKETS; b++)
+        for (struct inode_ref *r = fs->refs[b]; r; r = r->next)
+            n++;
+    uint32_t *list = fs_malloc(fs, (n ? n : 1) * sizeof(*list));
+    size_t i = 0;
+    for (uint32_t b = 0; list && fs->refs && b < REF_BUCKETS; b++)
+        for (struct inode_ref *r = fs->refs[b]; r; r = r->next)
+            list[i++] = r->ino;
+    pthread_mutex_unlock(&fs->ref_lock);
+    *count = (uint32_t)i;
+    return list;
+}
+
 void inode_refs_destroy(struct f2fuse *fs)
 {
     for (uint32_t b = 0; fs->refs && b < REF_BUCKETS; b++) {
@@ -266,7 +295,8 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
     pcache_put(fs->cache, ipage);
     if (!err)
         err = node_free(fs, ino, ino);
-    verity_forget(fs, ino); /* verity.c: the number may come back as another file */
+    verity_forget(fs, ino);       /* verity.c: the number may come back as another file */
+    fscrypt_ikey_forget(fs, ino); /* fscrypt_keys.c: so may its key */
     return err;
 }
 
@@ -425,6 +455,27 @@ static void set_rdev(struct page *ipage, const struct inode_info *ii, uint64_t r
                                                               ((minor & ~0xffu) << 12));
 }
 
+/* A new symlink's target: as given, or encrypted with the symlink's own key. */
+static int write_target(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
+                        const char *target, size_t tlen)
+{
+    ssize_t n;
+    if (!fscrypt_encrypted(ii)) {
+        n = data_write(fs, ii, ipage, target, tlen, 0);
+        return n < 0 ? (int)n : 0;
+    }
+    struct fscrypt_ikey *key;
+    uint8_t disk[FSCRYPT_SYMLINK_MAX_CIPHERTEXT + 3];
+    int err = fscrypt_ikey_get(fs, ii, ipage, &key);
+    if (err)
+        return err;
+    n = fscrypt_symlink_encrypt(fs, key, target, tlen, disk);
+    fscrypt_ikey_put(fs, key);
+    if (n > 0) /* i_size leaves the NUL out (page_symlink) */
+        n = data_write(fs, ii, ipage, disk, (size_t)n, 0);
+    return n < 0 ? (int)n : 0;
+}
+
 /* Creates name in parent; what == S_IFLNK takes target.  The new inode's attributes go to
  * out. */
 int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t len, uint32_t mode,
@@ -452,7 +503,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
     if (!err)
-        err = fscrypt_check_new_name(&dir);
+        err = fscrypt_check_new_name(fs, &dir, dpage); /* ENOKEY without the key */
     if (!err && (dir.mode & S_ISGID)) {
         /* A set-group-ID directory hands its group down, and the bit to subdirectories. */
         gid = le32(page_node(dpage)->i.i_gid);
@@ -461,18 +512,24 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     }
     if (!err)
         err = acl_create(fs, &dir, dpage, &mode, umask, &acls);
+    /* i_name records the name as the entry stores it: ciphertext in an encrypted directory */
+    struct dir_name dn = {0};
     if (!err)
-        err = new_inode(fs, &dir, dpage, (uint16_t)mode, uid, gid, name, len, &ipage, &ii);
+        err = dir_name_init(fs, &dir, dpage, name, len, &dn);
+    if (!err)
+        err = new_inode(fs, &dir, dpage, (uint16_t)mode, uid, gid, (const char *)dn.name, dn.len,
+                        &ipage, &ii);
+    if (!err) /* fscrypt.c: the directory's policy, a new nonce */
+        err = fscrypt_new_inode(fs, &dir, dpage, &ii, ipage, dn.hash);
+    dir_name_release(fs, &dn);
     if (!err)
         err = acl_init(fs, &ii, ipage, &acls);
     if (!err && (S_ISCHR(mode) || S_ISBLK(mode)))
         set_rdev(ipage, &ii, rdev);
     if (!err && S_ISDIR(mode))
         err = dir_init(fs, &ii, ipage, parent);
-    if (!err && target) {
-        ssize_t n = data_write(fs, &ii, ipage, target, tlen, 0);
-        err = n < 0 ? (int)n : 0;
-    }
+    if (!err && target)
+        err = write_target(fs, &ii, ipage, target, tlen);
     if (!err)
         err = dir_add_entry(fs, &dir, dpage, name, len, ii.ino, (uint16_t)mode);
     if (!err) {
@@ -534,8 +591,8 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
         err = project_allows(fs, &dir, dpage, ipage);
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
-    if (!err)
-        err = fscrypt_check_new_name(&dir); /* into an unencrypted one: allowed */
+    if (!err) /* fscrypt.c: into an encrypted one with its key and of its policy */
+        err = fscrypt_check_link(fs, &dir, dpage, &ii, ipage);
     if (!err)
         err = dir_add_entry(fs, &dir, dpage, name, len, ino, ii.mode);
     if (!err) {
@@ -677,13 +734,22 @@ static int reparent_dir(struct f2fuse *fs, struct inode_info *ii, struct page *i
     return err;
 }
 
-static void set_name_hint(struct page *ipage, uint32_t parent, const char *name, size_t len)
+/* The inode now named name in dir records it (init_dent_inode): as the entry stores it. */
+static int set_name_hint(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                         struct page *ipage, const char *name, size_t len)
 {
+    struct dir_name dn;
+    int err = dir_name_init(fs, dir, dpage, name, len, &dn);
+    if (err)
+        return err;
     struct f2fs_inode *ri = &page_node(ipage)->i;
-    ri->i_pino = htole32(parent);
-    ri->i_namelen = htole32((uint32_t)len);
+    ri->i_pino = htole32(dir->ino);
+    ri->i_namelen = htole32((uint32_t)dn.len);
     memset(ri->i_name, 0, sizeof(ri->i_name));
-    memcpy(ri->i_name, name, len);
+    memcpy(ri->i_name, dn.name, dn.len);
+    fscrypt_name_recorded(dir, ipage, dn.hash);
+    dir_name_release(fs, &dn);
+    return 0;
 }
 
 /* What one rename works on: both directories, the source and the target (tgt_ino 0 when
@@ -811,9 +877,11 @@ static int rename_exchange(struct f2fuse *fs, struct rename_op *op)
         err = reparent_dir(fs, &op->src, op->spage, op->new_parent);
     if (!err && op->tgt_dir && !op->same_dir)
         err = reparent_dir(fs, &op->tgt, op->tpage, op->old_parent);
+    if (!err)
+        err = set_name_hint(fs, &op->ndir, op->ndpage, op->spage, op->new_name, op->new_len);
+    if (!err)
+        err = set_name_hint(fs, &op->odir, op->odpage, op->tpage, op->old_name, op->old_len);
     if (!err) {
-        set_name_hint(op->spage, op->new_parent, op->new_name, op->new_len);
-        set_name_hint(op->tpage, op->old_parent, op->old_name, op->old_len);
         inode_touch(op->tpage, false, true);
         pcache_mark_dirty(fs->cache, op->tpage);
     }
@@ -847,7 +915,7 @@ static int rename_move(struct f2fuse *fs, struct rename_op *op, int *free_tgt)
         set_links(&op->ndir, op->ndpage, op->ndir.links + 1);
     }
     if (!err)
-        set_name_hint(op->spage, op->new_parent, op->new_name, op->new_len);
+        err = set_name_hint(fs, &op->ndir, op->ndpage, op->spage, op->new_name, op->new_len);
     return err;
 }
 
@@ -872,8 +940,17 @@ static void rename_mark_changed(struct f2fuse *fs, struct rename_op *op)
 static int rename_locked(struct f2fuse *fs, struct rename_op *op)
 {
     int err = rename_load(fs, op);
+    struct fscrypt_rename fr = {.odir = &op->odir,
+                                .ndir = &op->ndir,
+                                .src = &op->src,
+                                .tgt = &op->tgt,
+                                .odpage = op->odpage,
+                                .ndpage = op->ndpage,
+                                .spage = op->spage,
+                                .tpage = op->tpage,
+                                .exchange = op->flags & F2FUSE_RENAME_EXCHANGE};
     if (!err) /* fscrypt_prepare_rename, before the file system's own checks */
-        err = fscrypt_check_rename(&op->odir, &op->ndir);
+        err = fscrypt_check_rename(fs, &fr);
     if (!err)
         err = project_allows(fs, &op->ndir, op->ndpage, op->spage);
     if (!err && (op->flags & F2FUSE_RENAME_EXCHANGE))

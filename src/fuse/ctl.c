@@ -1,6 +1,7 @@
 #include "fuse/ctl.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -70,6 +71,7 @@ static void serve_one(struct ctl_server *srv, int fd)
     else if (srv->handler(srv->arg, command, out) != 0)
         fprintf(out, "error: unknown command '%s'\n", command);
     fclose(out);
+    OPENSSL_cleanse(command, sizeof(command)); /* `f2fuse key add` sends a key */
 }
 
 static void *ctl_thread(void *p)

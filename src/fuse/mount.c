@@ -27,12 +27,14 @@
 #include "fuse/fileattr_ioctl.h"
 #include "fuse/verity_ioctl.h"
 #include "fuse/fuse_ring.h"
+#include "fuse/key_ctl.h"
 #include "fuse/killpriv.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "util/log.h"
 
 #define FEATURE_CASEFOLD 0x1000u /* f2fs's casefold bit in f2fuse_features */
+#define FEATURE_ENCRYPT  0x0001u /* and its encrypt bit */
 #define MAX_IO           FUSE_MAX_IO
 
 /* The kernel's readahead window on this mount: FUSE's default (128 KiB) cuts buffered
@@ -130,7 +132,7 @@ struct daemon {
     struct killpriv killpriv; /* killpriv.c: no GETXATTR before every WRITE */
     struct fuse_session *se;  /* for notifications to the kernel */
     struct fuse_ring *ring;   /* fuse_ring.c, with -o fuse_ring; set once, atomically */
-    bool casefold;            /* the image has casefolded directories */
+    bool casefold;            /* the image has casefolded or encrypted directories */
     /* Entries and attributes may be cached by the kernel for long (attr_timeout): every
      * change to the image passes through this daemon. */
     double timeout;
@@ -244,13 +246,16 @@ static void entry_fill(const struct daemon *d, const struct f2fuse_attr *a,
 /* How long the kernel may trust a name in parent (positive or negative).  A casefolded
  * directory finds a name under any casing, but the dentry cache in front of FUSE compares
  * bytes: a cached "FOO" would outlive the unlink of "foo", a negative "FOO" would hide a
- * "foo" created later.  Names there are checked again at every use. */
+ * "foo" created later.  An encrypted directory's names change with its key (`f2fuse key`):
+ * a no-key name, or a plaintext name found missing without the key, must not outlive it.
+ * Names there are checked again at every use. */
 static double entry_timeout(struct daemon *d, fuse_ino_t parent)
 {
     struct f2fuse_attr a;
     if (!d->casefold)
         return d->timeout;
-    if (f2fuse_getattr(d->fs, to_f2fs(d, parent), &a) != 0 || (a.flags & FS_CASEFOLD_FL))
+    if (f2fuse_getattr(d->fs, to_f2fs(d, parent), &a) != 0 ||
+        (a.flags & (FS_CASEFOLD_FL | FS_ENCRYPT_FL)))
         return 0;
     return d->timeout;
 }
@@ -1029,6 +1034,15 @@ static int ctl_set(struct daemon *d, const char *assignment, FILE *out)
     return 0;
 }
 
+/* After `f2fuse key`: a kernel in front cached an encrypted inode's attributes (a symlink's
+ * size is its target's) and pages (a file's plaintext); both change with a key.  Names need
+ * nothing: entries in encrypted directories are not cached (entry_timeout). */
+static void key_changed(void *arg, uint32_t ino)
+{
+    struct daemon *d = arg;
+    fuse_lowlevel_notify_inval_inode(d->se, to_fuse(d, ino), 0, 0);
+}
+
 static int ctl_handle(void *arg, const char *command, FILE *out)
 {
     struct daemon *d = arg;
@@ -1040,6 +1054,10 @@ static int ctl_handle(void *arg, const char *command, FILE *out)
             fprintf(out, "error: %s\n", strerror(-err));
         else
             fprintf(out, "ok\n");
+        return 0;
+    }
+    if (strncmp(command, "key ", 4) == 0) { /* `f2fuse key`: key_ctl.c */
+        key_ctl(d->fs, command + 4, out, key_changed, d);
         return 0;
     }
     if (strcmp(command, "stat") != 0)
@@ -1263,7 +1281,7 @@ int mount_main(int argc, char **argv)
         goto out;
     }
     d.root_ino = f2fuse_root_ino(d.fs);
-    d.casefold = f2fuse_features(d.fs) & FEATURE_CASEFOLD;
+    d.casefold = f2fuse_features(d.fs) & (FEATURE_CASEFOLD | FEATURE_ENCRYPT);
     add_kernel_options(&args, &c);
 
     se = fuse_session_new(&args, &f2fuse_ops, sizeof(f2fuse_ops), &d);

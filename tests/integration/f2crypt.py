@@ -29,12 +29,13 @@ Limits (asserted): directories must fit their inline area or their one dentry bl
 0) once encrypted; regular files must not be inline (the kernel never has inline encrypted
 files), except empty ones whose inline flag is dropped; contexts need room in the inline
 xattr area and no xattr node; DIRECT_KEY (Adiantum only) and modes other than AES-256-XTS +
-AES-256-CBC-CTS are not implemented.
+AES-256-CBC-CTS and AES-128-CBC-ESSIV + AES-128-CBC-CTS are not implemented.
 
 Module use:  Image(path) -> encrypt_tree(path, key, policy) -> Record; decrypt_tree(path, key);
              nokey_names(path) (what a keyless listing shows); nokey_name(hash, ciphertext).
 Command line: f2crypt.py selftest | encrypt IMG DIR KEYHEX [v1|v2] | decrypt IMG DIR KEYHEX
-              (kind, SHA-256, path per line) | nokey IMG DIR (for tests under other Pythons)
+              [MAXBYTES] (kind, SHA-256, path per line) | nokey IMG DIR (for tests under
+              other Pythons)
 """
 
 import hashlib
@@ -55,9 +56,11 @@ BLK = 4096
 
 # include/uapi/linux/fscrypt.h
 MODE_AES_256_XTS, MODE_AES_256_CTS = 1, 4
+MODE_AES_128_CBC, MODE_AES_128_CTS = 5, 6      # CBC-ESSIV for contents, CBC-CTS for names
 PAD = {4: 0, 8: 1, 16: 2, 32: 3}
 FLAG_DIRECT_KEY, FLAG_IV_INO_LBLK_64, FLAG_IV_INO_LBLK_32 = 0x04, 0x08, 0x10
-KEY_SIZE = {MODE_AES_256_XTS: 64, MODE_AES_256_CTS: 32}
+KEY_SIZE = {MODE_AES_256_XTS: 64, MODE_AES_256_CTS: 32, MODE_AES_128_CBC: 16, MODE_AES_128_CTS: 16}
+PAIRS = ((MODE_AES_256_XTS, MODE_AES_256_CTS), (MODE_AES_128_CBC, MODE_AES_128_CTS))
 # fs/crypto/fscrypt_private.h: HKDF context bytes
 HKDF_KEY_IDENTIFIER, HKDF_PER_FILE_KEY, HKDF_IV_INO_LBLK_64_KEY = 1, 2, 4
 HKDF_DIRHASH_KEY, HKDF_IV_INO_LBLK_32_KEY, HKDF_INODE_HASH_KEY = 5, 6, 7
@@ -86,6 +89,23 @@ def xts(key, tweak, data, decrypt=False):
     c = Cipher(algorithms.AES(key), modes.XTS(tweak))
     op = c.decryptor() if decrypt else c.encryptor()
     return op.update(data) + op.finalize()
+
+
+def cbc_essiv(key, iv, data, decrypt=False):
+    """AES-128-CBC-ESSIV of one data unit: the IV encrypted with AES-256 under SHA-256 of the
+    key, then CBC chained by hand over single-block ECB (no library CBC: the self-test compares
+    against cryptography's CBC)."""
+    iv = aes_ecb(hashlib.sha256(key).digest(), iv)
+    out, prev = [], iv
+    for i in range(0, len(data), 16):
+        blk = data[i:i + 16]
+        if decrypt:
+            out.append(_xor(aes_ecb(key, blk, True), prev))
+            prev = blk
+        else:
+            prev = aes_ecb(key, _xor(blk, prev))
+            out.append(prev)
+    return b"".join(out)
 
 
 def _xor(a, b):
@@ -255,12 +275,13 @@ def nokey_symlink(target_raw):
 # keys and policies
 
 class MasterKey:
-    def __init__(self, raw):
+    def __init__(self, raw, descriptor=None):
         assert len(raw) == 64, "the encoder takes 64-byte master keys"
         self.raw = bytes(raw)
         self.identifier = hkdf_sha512(self.raw, HKDF_KEY_IDENTIFIER, b"", 16)
         # v1 descriptors are chosen by userspace; e4crypt and fscrypt take double SHA-512.
-        self.descriptor = hashlib.sha512(hashlib.sha512(self.raw).digest()).digest()[:8]
+        self.descriptor = descriptor or \
+            hashlib.sha512(hashlib.sha512(self.raw).digest()).digest()[:8]
 
 
 class Policy:
@@ -300,8 +321,9 @@ class InodeKeys:
     """The keys and IVs of one inode (fs/crypto/keysetup.c, crypto.c fscrypt_generate_iv)."""
 
     def __init__(self, key, policy, nonce, ino, fs_uuid, is_reg):
-        if policy.contents != MODE_AES_256_XTS or policy.filenames != MODE_AES_256_CTS:
-            raise NotImplementedError("only AES-256-XTS + AES-256-CBC-CTS")
+        if (policy.contents, policy.filenames) not in PAIRS:
+            raise NotImplementedError("only AES-256-XTS + AES-256-CBC-CTS, AES-128-CBC-ESSIV + "
+                                      "AES-128-CBC-CTS")
         self.policy, self.ino, self.nonce = policy, ino, nonce
         mode = policy.contents if is_reg else policy.filenames
         size = KEY_SIZE[mode]
@@ -357,7 +379,11 @@ class InodeKeys:
         dus, per = self._units()
         out = []
         for u in range(per):
-            out.append(xts(self.key, self.iv(lblk * per + u), data[u * dus:(u + 1) * dus], decrypt))
+            unit, iv = data[u * dus:(u + 1) * dus], self.iv(lblk * per + u)
+            if self.policy.contents == MODE_AES_128_CBC:
+                out.append(cbc_essiv(self.key, iv, unit, decrypt))
+            else:
+                out.append(xts(self.key, iv, unit, decrypt))
         return b"".join(out)
 
 
@@ -714,15 +740,15 @@ def _dir_ino(img, path):
     return img.im.lookup(path)
 
 
-def encrypt_tree(image, path, key, policy=None, seed=0, casefold=False):
+def encrypt_tree(image, path, key, policy=None, seed=0, casefold=False, descriptor=None):
     """Encrypts directory `path` (e.g. "/enc") of `image` and everything below; returns the
-    Record.  key: 64 bytes."""
+    Record.  key: 64 bytes; descriptor: a v1 descriptor other than the usual one."""
     policy = policy or Policy()
     with Image(image) as img:
         ino = _dir_ino(img, path)
         i = img.inode(ino)
         assert i["mode"] & 0o170000 == 0o040000, "%s is no directory" % path
-        enc = Encoder(img, MasterKey(key), policy, random.Random(seed), casefold)
+        enc = Encoder(img, MasterKey(key, descriptor), policy, random.Random(seed), casefold)
         enc.done.add(ino)
         enc.encrypt_dir(ino, b"")
         return enc.rec
@@ -731,26 +757,30 @@ def encrypt_tree(image, path, key, policy=None, seed=0, casefold=False):
 # ---------------------------------------------------------------------------------------------
 # decryption (the oracle) and the keyless view
 
-def inode_keys(img, key, ino, is_reg):
+def inode_keys(img, key, ino, is_reg, descriptor=None):
     i = img.inode(ino)
     ctx = img.get_context(i)
     if ctx is None:
         raise ValueError("inode %d has no encryption context" % ino)
     policy, kid, nonce = Policy.parse(ctx)
-    mk = MasterKey(key)
+    mk = MasterKey(key, descriptor)
     want = mk.descriptor if policy.version == 1 else mk.identifier
     if kid != want:
         raise ValueError("inode %d is encrypted with another key" % ino)
     return InodeKeys(mk, policy, nonce, ino, img.uuid, is_reg)
 
 
-def decrypt_tree(image, path, key):
-    """{rel path: (kind, plaintext content / target / None)} of an encrypted tree."""
+def decrypt_tree(image, path, key, descriptor=None, max_bytes=None):
+    """{rel path: (kind, plaintext content / target / None)} of an encrypted tree; a file
+    over max_bytes (a sparse giant) is ("bigfile", its size), not read."""
     out = {}
     with Image(image) as img:
+        def keys(ino, is_reg):
+            return inode_keys(img, key, ino, is_reg, descriptor)
+
         def walk(ino, rel):
             i = img.inode(ino)
-            k = inode_keys(img, key, ino, False)
+            k = keys(ino, False)
             for name, cino, ft, _ in img.im.dentries(i):
                 if name in (b".", b".."):
                     continue
@@ -760,8 +790,10 @@ def decrypt_tree(image, path, key):
                 if ft == 2:
                     out[crel] = ("dir", None)
                     walk(cino, crel)
+                elif ft == 1 and max_bytes is not None and ci["size"] > max_bytes:
+                    out[crel] = ("bigfile", ci["size"])
                 elif ft == 1:
-                    fk = inode_keys(img, key, cino, True)
+                    fk = keys(cino, True)
                     data = bytearray()
                     for lblk in range((ci["size"] + BLK - 1) // BLK):
                         addr = img.im.bmap(ci, lblk)
@@ -770,7 +802,7 @@ def decrypt_tree(image, path, key):
                         data += blk
                     out[crel] = ("file", bytes(data[:ci["size"]]))
                 elif ft == 7:
-                    lk = inode_keys(img, key, cino, False)
+                    lk = keys(cino, False)
                     disk = img.im.read_data(ci)
                     n = struct.unpack_from("<H", disk, 0)[0]
                     out[crel] = ("link", lk.decrypt_name(disk[2:2 + n]))
@@ -778,6 +810,46 @@ def decrypt_tree(image, path, key):
                     out[crel] = ("special", None)
         walk(_dir_ino(img, path), b"")
     return out
+
+
+def check_names(image, path, key, descriptor=None, linked=()):
+    """What a kernel relies on in the encrypted tree at path, from the bytes on disk: every
+    entry's hash_code (TEA over the ciphertext, or in a casefolded directory the SipHash of the
+    folded plaintext under the directory's dirhash key), and the i_name of each child named
+    there (the ciphertext, ENC_NAME, in a casefolded directory the hash after it).  Returns a
+    list of problems.  linked: inodes that had a second name, whose i_name may be any of
+    them (f2fuse keeps the first, the kernel records the latest)."""
+    problems = []
+    with Image(image) as img:
+        def walk(ino, rel):
+            i = img.inode(ino)
+            k = inode_keys(img, key, ino, False, descriptor)
+            casefold = struct.unpack_from("<I", i["raw"], 80)[0] & CASEFOLD_FL
+            for name, cino, ft, off in img.im.dentries(i):
+                if name in (b".", b".."):
+                    continue
+                plain = k.decrypt_name(name)
+                crel = rel + b"/" + plain if rel else plain
+                h = struct.unpack_from("<I", img.im.mm, off)[0]
+                want = k.dirhash(plain) if casefold else f2fs_hash(name)
+                if h != want:
+                    problems.append("%r: hash_code %08x, want %08x" % (crel, h, want))
+                ci = img.inode(cino)
+                # a hard-linked inode records one of its names (f2fuse: its first)
+                if ci["pino"] == ino and ci["namelen"] == len(name) and ci["links"] == 1 and \
+                        cino not in linked:
+                    raw = ci["raw"]
+                    if bytes(ci["name"]) != name:
+                        problems.append("%r: i_name is not the entry's ciphertext" % crel)
+                    if not raw[2] & FADVISE_ENC_NAME:
+                        problems.append("%r: i_advise lacks ENC_NAME" % crel)
+                    if casefold and len(name) + 4 <= 255 and \
+                            struct.unpack_from("<I", raw, 92 + len(name))[0] != want:
+                        problems.append("%r: i_name lacks the hash after the name" % crel)
+                if ft == 2:
+                    walk(cino, crel)
+        walk(_dir_ino(img, path), b"")
+    return problems
 
 
 def nokey_names(image, dir_ino):
@@ -829,6 +901,12 @@ def selftest():
     assert siphash24(sk, b"") == 0x726fdb47dd0e0e31
     assert siphash24(sk, bytes(range(8))) == 0x93f5f5799a932462
     assert siphash24(sk, bytes(range(15))) == 0xa129ca6149be45e5
+    # CBC-ESSIV by hand against the library's CBC with the ESSIV IV
+    k16, iv0, data = bytes(range(16)), bytes(range(16, 32)), bytes(range(256)) * 2
+    c = Cipher(algorithms.AES(k16), modes.CBC(aes_ecb(hashlib.sha256(k16).digest(), iv0)))
+    e = c.encryptor()
+    assert cbc_essiv(k16, iv0, data) == e.update(data) + e.finalize(), "CBC-ESSIV"
+    assert cbc_essiv(k16, iv0, cbc_essiv(k16, iv0, data), True) == data
     # HKDF as fscrypt builds it, two ways
     mk = bytes(range(64))
     for ctx, info in ((1, b""), (2, bytes(16)), (4, b"\x01" + bytes(range(16)))):
@@ -844,7 +922,9 @@ def selftest():
     key = MasterKey(bytes(r.getrandbits(8) for _ in range(64)))
     blk = bytes(r.getrandbits(8) for _ in range(BLK))
     for pol in (Policy(2, 32), Policy(2, 4), Policy(1, 16), Policy(2, 16, FLAG_IV_INO_LBLK_64),
-                Policy(2, 8, FLAG_IV_INO_LBLK_32), Policy(2, 32, 0, 9)):
+                Policy(2, 8, FLAG_IV_INO_LBLK_32), Policy(2, 32, 0, 9),
+                Policy(2, 16, 0, 0, MODE_AES_128_CBC, MODE_AES_128_CTS),
+                Policy(1, 32, 0, 0, MODE_AES_128_CBC, MODE_AES_128_CTS)):
         kk = InodeKeys(key, pol, bytes(range(16)), 1234, bytes(16), False)
         for n in (1, 15, 16, 17, 31, 100, 255):
             name = bytes(65 + (j % 26) for j in range(n))
@@ -864,11 +944,16 @@ def main(argv):
         rec = encrypt_tree(argv[2], argv[3], bytes.fromhex(argv[4]), pol)
         for rel, e in sorted(rec.entries.items()):
             print(e["kind"], e["ino"], rel.decode("utf-8", "replace"))
-    elif len(argv) == 5 and argv[1] == "decrypt":
-        # kind, SHA-256 of the contents or target ("-" for a directory), path
-        for rel, (kind, data) in sorted(decrypt_tree(argv[2], argv[3], bytes.fromhex(argv[4])).items()):
-            print(kind, hashlib.sha256(data).hexdigest() if data is not None else "-",
-                  rel.decode("utf-8", "replace"))
+    elif len(argv) in (5, 6) and argv[1] == "decrypt":
+        # kind, SHA-256 of the contents or target ("-" for a directory; the size of a file
+        # over MAXBYTES, kind "bigfile"), path as bytes
+        max_bytes = int(argv[5]) if len(argv) == 6 else None
+        out = sys.stdout.buffer
+        for rel, (kind, data) in sorted(decrypt_tree(argv[2], argv[3], bytes.fromhex(argv[4]),
+                                                     max_bytes=max_bytes).items()):
+            what = str(data) if kind == "bigfile" else \
+                hashlib.sha256(data).hexdigest() if data is not None else "-"
+            out.write(kind.encode() + b" " + what.encode() + b" " + rel + b"\n")
     elif len(argv) == 4 and argv[1] == "nokey":
         with Image(argv[2]) as img:
             ino = _dir_ino(img, argv[3])

@@ -59,6 +59,7 @@ static void test_defaults(void)
     CHECK(o.gc_ssr);
     CHECK_EQ(o.offset, 0);
     CHECK_EQ(o.partition[0], '\0');
+    CHECK_EQ(o.fscrypt_keys[0], '\0');
 }
 
 /* Every row is well formed: names unique over both tables, help present, each default
@@ -107,7 +108,25 @@ static void test_tables(void)
     check_table(&library_options, &o, sizeof(o));
     struct f2fuse_test_options t = {0};
     check_table(&test_options, &t, sizeof(t));
-    CHECK_EQ(library_options.count, 46); /* a new option: add it to test_defaults too */
+    CHECK_EQ(library_options.count, 47); /* a new option: add it to test_defaults too */
+}
+
+/* fscrypt_key= is repeatable: each value is kept, one per line; no value, a newline in one or
+ * more than the list holds is refused. */
+static void test_fscrypt_key_option(void)
+{
+    struct f2fuse_options o;
+    f2fuse_options_init(&o);
+    CHECK_EQ(f2fuse_option_set(&o, "fscrypt_key", "/a/key"), 0);
+    CHECK_EQ(f2fuse_option_set(&o, "fscrypt_key", "0123456789abcdef:/b"), 0);
+    CHECK(strcmp(o.fscrypt_keys, "/a/key\n0123456789abcdef:/b\n") == 0);
+    CHECK_EQ(f2fuse_option_set(&o, "fscrypt_key", NULL), -EINVAL);
+    CHECK_EQ(f2fuse_option_set(&o, "fscrypt_key", "a\nb"), -EINVAL);
+    char big[2100];
+    memset(big, 'k', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    CHECK_EQ(f2fuse_option_set(&o, "fscrypt_key", big), -EINVAL);
+    CHECK(strcmp(o.fscrypt_keys, "/a/key\n0123456789abcdef:/b\n") == 0);
 }
 
 /* The quota options in the kernel's order: each type option adds its type, noquota clears,
@@ -298,6 +317,7 @@ int main(void)
     RUN(test_parsing);
     RUN(test_quota_options);
     RUN(test_compress_options);
+    RUN(test_fscrypt_key_option);
     RUN(test_test_options);
     RUN(test_descriptions);
     return check_failures ? 1 : 0;
