@@ -96,8 +96,6 @@ static int open_rw(struct f2fuse *fs)
         err = checkpoint_merge_start(fs);
     if (!err)
         err = gc_start(fs);
-    if (!err)
-        err = checkpoint_timer_start(fs);
     return err;
 }
 
@@ -165,6 +163,8 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
         err = open_rw(fs);
     if (!err && !opts->read_only)
         err = writeback_init(fs); /* writeback.c: the flusher */
+    if (!err && !opts->read_only) /* after the flusher, whose writeback_sync the timer calls */
+        err = checkpoint_timer_start(fs);
     if (!err)
         err = cachesize_start(fs); /* cachesize.c: follows memory from now on */
     if (err) {

@@ -637,7 +637,9 @@ int writeback_init(struct f2fuse *fs)
             return -ENOMEM;
     }
     int err = -pthread_create(&wb->thread, NULL, flusher_thread, fs);
+    pthread_mutex_lock(&wb->lock); /* writeback_sync reads it under the lock */
     wb->running = !err;
+    pthread_mutex_unlock(&wb->lock);
     return err;
 }
 
