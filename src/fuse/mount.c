@@ -27,6 +27,7 @@
 #include "fuse/fileattr_ioctl.h"
 #include "fuse/verity_ioctl.h"
 #include "fuse/fuse_ring.h"
+#include "fuse/inval_queue.h"
 #include "fuse/key_ctl.h"
 #include "fuse/killpriv.h"
 #include "fuse/mount.h"
@@ -136,7 +137,8 @@ struct daemon {
     /* Entries and attributes may be cached by the kernel for long (attr_timeout): every
      * change to the image passes through this daemon. */
     double timeout;
-    bool no_opendir; /* the kernel opens directories without asking (set at INIT) */
+    bool no_opendir;           /* the kernel opens directories without asking (set at INIT) */
+    struct inval_queue *inval; /* inval_queue.c, on images with casefold or encryption */
 };
 
 static struct killpriv *killpriv_of(void *userdata)
@@ -750,7 +752,15 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         err = f2fuse_rename(d->fs, to_f2fs(d, parent), name, strlen(name), to_f2fs(d, newparent),
                             newname, strlen(newname), f);
     count(d, OP_RENAME, err);
+    /* The kernel moves its dentry, which keeps the timeout of the directory it came from:
+     * into a directory whose entries it must look up every time (casefolded, encrypted: a
+     * change through another spelling of the name would not reach it), it is dropped once
+     * the rename is over. */
+    bool drop = !err && d->casefold && entry_timeout(d, newparent) == 0 &&
+                entry_timeout(d, parent) != 0;
     reply_err(req, err);
+    if (drop)
+        inval_queue_push(d->inval, newparent, newname);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -1225,6 +1235,7 @@ static void daemon_teardown(struct daemon *d, struct fuse_session *se, bool moun
     if (se) {
         if (mounted)
             fuse_session_unmount(se);
+        inval_queue_stop(d->inval); /* after the unmount: no kernel lock can hold it up */
         fuse_ring_stop(__atomic_load_n(&d->ring, __ATOMIC_ACQUIRE));
         fuse_remove_signal_handlers(se);
         fuse_session_destroy(se);
@@ -1293,6 +1304,8 @@ int mount_main(int argc, char **argv)
         goto out;
     mounted = true;
     d.se = se;
+    if (d.casefold)
+        d.inval = inval_queue_start(se);
     serve_setup(&d, real_mnt, &ctl);
     background_ready(ready_fd, 0);
     ready_fd = -1;
