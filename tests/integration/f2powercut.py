@@ -1108,13 +1108,14 @@ class Totals:
 
 def fsck_cut_image(img):
     """f2test.fsck's clean rule, for an image right after a cut, with one line allowed: when the
-    cut hit the last block of a checkpoint pack whose area had never been written, fsck names
-    that pack ("Invalid CP CRC offset: 0") and goes on with the other one - what the second
-    pack is for. Returns (clean, rc, output, odd lines)."""
+    cut hit the last block of a checkpoint pack, that block holds what the area held before
+    (zeros, or another block of an older, longer or shorter pack), fsck names that pack
+    ("Invalid CP CRC offset: N") and goes on with the other one - what the second pack is
+    for, and what the kernel does. Returns (clean, rc, output, odd lines)."""
     import re
     clean, rc, out = T.fsck(img)
     odd = [l for l in T.fsck_odd_lines(out, 10 ** 6)
-           if not re.match(r"^\s*Invalid CP CRC offset: 0\s*$", l)]
+           if not re.match(r"^\s*Invalid CP CRC offset: \d+\s*$", l)]
     if not clean:
         full = re.search(r"^\[FSCK\] other corrupted bugs\s+\[Ok\.\.\]", out, re.M) is not None
         clean = rc == 0 and full and not odd
