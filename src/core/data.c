@@ -20,6 +20,7 @@
 #include "core/node.h"
 #include "core/quota.h"
 #include "core/segment.h"
+#include "core/space.h"
 #include "core/writeback.h"
 #include "util/clock.h"
 
@@ -450,7 +451,7 @@ int dnode_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipag
             else
                 inode_add_blocks(fs, ipage, 1);
             if (!err)
-                err = node_new(fs, ii->ino, 0, node_offset_of(&p, level), cold, &page);
+                err = node_new(fs, ii->ino, 0, node_offset_of(&p, level), cold, ii->claim, &page);
             if (err) {
                 if (err != -EDQUOT)
                     inode_add_blocks(fs, ipage, -1);
@@ -520,7 +521,7 @@ int data_get_page(struct f2fuse *fs, struct inode_info *ii, struct page *ipage, 
             return err;
         }
         *dn.addr = htole32(NEW_ADDR);
-        seg_reserve(fs->seg, 1);
+        space_reserve_claimed(fs, ii->claim, 1);
         extent_forget_block(&page_node(ipage)->i, index);
         reserved = true;
     } else if (addr != NEW_ADDR && !blkaddr_in_main(fs, addr)) {
@@ -560,7 +561,7 @@ int data_reserve_block(struct f2fuse *fs, struct inode_info *ii, struct page *ip
         err = inode_alloc_blocks(fs, ipage, 1);
     if (!err && le32(*dn.addr) == NULL_ADDR) {
         *dn.addr = htole32(NEW_ADDR);
-        seg_reserve(fs->seg, 1);
+        space_reserve_claimed(fs, ii->claim, 1);
         extent_forget_block(&page_node(ipage)->i, index);
         pcache_mark_dirty(fs->cache, dn.page);
         pcache_mark_dirty(fs->cache, ipage);

@@ -131,15 +131,10 @@ static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint6
 /* Under the stripe: a change that meets more holes than were claimed (a punch came in
  * between) claims the rest now, or gets ENOSPC. */
 static int claim_rest(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                      uint64_t first, uint64_t count, uint64_t inline_end, uint64_t *claimed)
+                      uint64_t first, uint64_t count, uint64_t inline_end, struct space_claim *claim)
 {
     uint64_t need = new_blocks(fs, ii, ipage, first, count, inline_end);
-    if (need <= *claimed)
-        return 0;
-    int err = space_claim_more(fs, need - *claimed);
-    if (!err)
-        *claimed = need;
-    return err;
+    return need <= claim->blocks ? 0 : space_claim_more(fs, claim, need - claim->blocks);
 }
 
 /* A change by a caller without CAP_FSETID (the VFS's should_remove_suid): set-user-ID
@@ -182,8 +177,8 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     uint64_t first = off / F2FS_BLKSIZE;
     uint64_t span = size ? (off + size - 1) / F2FS_BLKSIZE - first + 1 : 0;
     uint64_t written = span;
-    uint64_t claim = claim_for(fs, ino, first, span, off + size, &written);
-    err = space_claim(fs, claim, written);
+    struct space_claim claim;
+    err = space_claim(fs, &claim, claim_for(fs, ino, first, span, off + size, &written), written);
     if (err)
         return err;
     file_begin(fs, ino);
@@ -192,6 +187,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     struct fscrypt_ikey *key = NULL;
     ssize_t ret = inode_get(fs, ino, &ipage, &ii);
     if (ret == 0) {
+        ii.claim = &claim;
         if (S_ISDIR(ii.mode))
             ret = -EISDIR;
         else if (!S_ISREG(ii.mode))
@@ -210,7 +206,7 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     }
     fscrypt_ikey_put(fs, key);
     file_end(fs, ino);
-    space_settle(fs, claim);
+    space_settle(fs, &claim);
     if (ret > 0)
         writeback_throttle_after(fs, (uint64_t)ret); /* writeback.c: smooth pause */
     return ret;
@@ -352,8 +348,11 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
     /* The holes fallocate reserves are claimed until segment.c counts them: a concurrent
      * claim sees them either way.  Only the nodes need free segments now. */
     uint64_t first = off / F2FS_BLKSIZE, count = (off + len - 1) / F2FS_BLKSIZE - first + 1;
-    uint64_t claim = punch ? 0 : claim_for(fs, ino, first, count, UINT64_MAX, NULL); /* converts */
-    err = punch ? 0 : space_claim(fs, claim, claim / ADDRS_PER_BLOCK + 3);
+    struct space_claim claim = {0};
+    if (!punch) {
+        uint64_t n = claim_for(fs, ino, first, count, UINT64_MAX, NULL); /* converts */
+        err = space_claim(fs, &claim, n, n / ADDRS_PER_BLOCK + 3);
+    }
     if (err)
         return err;
     struct page *ipage;
@@ -361,9 +360,10 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
     struct fscrypt_ikey *key = NULL;
     err = file_begin_get(fs, ino, &ipage, &ii);
     if (err) {
-        space_settle(fs, claim);
+        space_settle(fs, &claim);
         return err;
     }
+    ii.claim = &claim;
     if (!punch && S_ISREG(ii.mode) && off + len <= data_max_size(&ii))
         err = claim_rest(fs, &ii, ipage, first, count, UINT64_MAX, &claim);
     if (err)
@@ -425,7 +425,7 @@ put:
     pcache_put(fs->cache, ipage);
     fscrypt_ikey_put(fs, key);
     file_end(fs, ino);
-    space_settle(fs, claim);
+    space_settle(fs, &claim);
     return err;
 }
 

@@ -34,6 +34,9 @@ struct inode_info {
     /* An encrypted regular file's contents key (fscrypt_keys.c), set by the operation that
      * reads or writes its contents; NULL otherwise (data.c then refuses with ENOKEY). */
     const struct fscrypt_ikey *contents_key;
+    /* What the operation claimed (space.h), set by it: the blocks and nodes it reserves
+     * are taken from it.  NULL for operations that claim nothing. */
+    struct space_claim *claim;
 };
 int inode_get(struct f2fuse *fs, uint32_t ino, struct page **page, struct inode_info *info);
 /* Checks an inode page and decodes it (inode_get without the read). */

@@ -320,7 +320,7 @@ static int new_inode(struct f2fuse *fs, const struct inode_info *parent, struct 
         return err;
     err = nat_alloc_nid(fs->nat, &ino);
     if (!err) {
-        err = node_new(fs, ino, ino, 0, !is_dir, &ipage);
+        err = node_new(fs, ino, ino, 0, !is_dir, NULL, &ipage);
         if (err)
             nat_release_nid(fs->nat, ino);
     }

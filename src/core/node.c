@@ -10,6 +10,7 @@
 #include "core/inode.h"
 #include "core/nat.h"
 #include "core/segment.h"
+#include "core/space.h"
 
 bool nid_valid(const struct f2fuse *fs, uint32_t nid)
 {
@@ -130,7 +131,7 @@ bool node_chain_version_matches(const struct f2fuse *fs, uint64_t footer_ver)
 }
 
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
-             struct page **out)
+             struct space_claim *claim, struct page **out)
 {
     bool allocated = false;
     if (!nid) { /* the caller passes a nid it allocated itself for an inode (nid == ino) */
@@ -152,7 +153,7 @@ int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool c
         }
         return err;
     }
-    seg_reserve(fs->seg, 1); /* a new node: NEW_ADDR until written */
+    space_reserve_claimed(fs, claim, 1); /* a new node: NEW_ADDR until written */
     struct node_footer *f = &page_node(page)->footer;
     f->nid = htole32(nid);
     f->ino = htole32(ino);

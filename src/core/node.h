@@ -32,9 +32,11 @@ static inline uint32_t *node_word(struct page *p, size_t byte_off)
 #define INODE_NID(p, i)  node_word((p), offsetof(struct f2fs_inode, i_nid) + 4 * (size_t)(i))
 #define NODE_SLOT(p, i)  node_word((p), 4 * (size_t)(i)) /* direct addr[i] / indirect nid[i] */
 /* Write side.  node_new makes a dirty, zero-filled node page for nid (0: allocate a nid)
- * with its footer set; node_free releases a node and its block. */
+ * with its footer set; its block is reserved from claim when the operation claimed it
+ * (space.h; NULL otherwise).  node_free releases a node and its block. */
+struct space_claim;
 int node_new(struct f2fuse *fs, uint32_t ino, uint32_t nid, uint32_t ofs, bool cold,
-             struct page **out);
+             struct space_claim *claim, struct page **out);
 int node_free(struct f2fuse *fs, uint32_t nid, uint32_t ino);
 int node_writeback(struct f2fuse *fs, uint32_t fsync_ino, bool dentry_mark);
 /* The version node footers written after the current checkpoint carry; roll-forward

@@ -278,7 +278,7 @@ static int recover_new_inode(struct f2fuse *fs, const struct f2fs_node *node, ui
                     ino, cipher ? 9 : (int)namelen, cipher ? "encrypted" : name, existing, parent);
             err = -EOPNOTSUPP;
         } else if (err == -ENOENT) {
-            err = node_new(fs, ino, ino, 0, true, &ipage);
+            err = node_new(fs, ino, ino, 0, true, NULL, &ipage);
         }
     }
     if (!err) {

@@ -25,14 +25,6 @@ uint64_t space_used_blocks(struct f2fuse *fs)
     return seg_used_blocks(fs->seg);
 }
 
-static uint64_t claimed_blocks(struct f2fuse *fs)
-{
-    pthread_mutex_lock(&fs->space.lock);
-    uint64_t n = fs->space.claimed;
-    pthread_mutex_unlock(&fs->space.lock);
-    return n;
-}
-
 /* Segments kept back from the space check: the three node logs and the hot data log may
  * each need a fresh segment during one checkpoint (SPACE_LOG_RESERVED_SEGMENTS), and GC needs
  * free segments to move valid blocks into (gc_reserved_segments). */
@@ -56,10 +48,20 @@ static bool segments_room_for(struct f2fuse *fs, uint64_t blocks)
            data <= writable + seg_ssr_blocks(fs->seg);
 }
 
+/* Used plus claimed, read together: a claim turning into reservations between two
+ * separate reads would be missed or counted twice. */
+static uint64_t used_and_claimed(struct f2fuse *fs)
+{
+    pthread_mutex_lock(&fs->space.lock);
+    uint64_t n = space_used_blocks(fs) + fs->space.claimed;
+    pthread_mutex_unlock(&fs->space.lock);
+    return n;
+}
+
 bool space_room_for(struct f2fuse *fs, uint64_t blocks, bool claimed, bool *logical)
 {
     uint64_t user = le64(fs->cp->user_block_count);
-    *logical = space_used_blocks(fs) + claimed_blocks(fs) + (claimed ? 0 : blocks) <= user;
+    *logical = used_and_claimed(fs) + (claimed ? 0 : blocks) <= user;
     return *logical && segments_room_for(fs, blocks);
 }
 
@@ -199,19 +201,22 @@ int space_metadata_room(struct f2fuse *fs, uint64_t blocks)
     return fits ? 0 : -ENOSPC;
 }
 
-int space_claim_more(struct f2fuse *fs, uint64_t blocks)
+int space_claim_more(struct f2fuse *fs, struct space_claim *c, uint64_t blocks)
 {
     uint64_t user = data_limit(fs);
     pthread_mutex_lock(&fs->space.lock);
     bool fits = !blocks || space_used_blocks(fs) + fs->space.claimed + blocks <= user;
-    if (fits)
+    if (fits) {
         fs->space.claimed += blocks;
+        c->blocks += blocks;
+    }
     pthread_mutex_unlock(&fs->space.lock);
     return fits ? 0 : -ENOSPC;
 }
 
-int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written)
+int space_claim(struct f2fuse *fs, struct space_claim *c, uint64_t blocks, uint64_t written)
 {
+    c->blocks = 0;
     uint64_t user = data_limit(fs);
     /* Check and claim in one step under space.lock: what is used grows only by blocks
      * claimed first (or by metadata), so a claim that fits here is not handed out again. */
@@ -224,21 +229,39 @@ int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written)
            (fs->space.freeing || fs->space.frees_running) &&
            pthread_cond_timedwait(&fs->space.freed, &fs->space.lock, &until) == 0)
         ; /* statfs shows those blocks free already: wait for them rather than refuse */
-    if (fits)
+    if (fits) {
         fs->space.claimed += blocks;
+        c->blocks = blocks;
+    }
     pthread_mutex_unlock(&fs->space.lock);
     if (!fits)
         return -ENOSPC;
     int err = reserve(fs, written, ROOM_CLAIMED);
     if (err)
-        space_settle(fs, blocks);
+        space_settle(fs, c);
     return err;
 }
 
-void space_settle(struct f2fuse *fs, uint64_t blocks)
+void space_settle(struct f2fuse *fs, struct space_claim *c)
 {
     pthread_mutex_lock(&fs->space.lock);
-    fs->space.claimed -= blocks;
+    fs->space.claimed -= c->blocks;
+    c->blocks = 0;
+    pthread_mutex_unlock(&fs->space.lock);
+}
+
+void space_reserve_claimed(struct f2fuse *fs, struct space_claim *c, int64_t blocks)
+{
+    if (!c || blocks <= 0) {
+        seg_reserve(fs->seg, blocks);
+        return;
+    }
+    /* space.lock, then segment.c's lock inside it, as every reader of both takes them */
+    pthread_mutex_lock(&fs->space.lock);
+    seg_reserve(fs->seg, blocks);
+    uint64_t take = (uint64_t)blocks < c->blocks ? (uint64_t)blocks : c->blocks;
+    c->blocks -= take;
+    fs->space.claimed -= take;
     pthread_mutex_unlock(&fs->space.lock);
 }
 

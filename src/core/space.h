@@ -12,19 +12,32 @@ struct f2fuse;
  * user-visible space cannot hold them besides what is used and claimed. */
 int space_reserve(struct f2fuse *fs, uint64_t blocks);
 
+/* What one operation has claimed and not yet reserved in the file.  The operation hangs
+ * it on its inode_info; the blocks and nodes it reserves there are taken from it in the
+ * same step (space_reserve_claimed), so that no block counts as used and claimed at once:
+ * counted twice for the length of a write, a concurrent overwrite on a near-full file
+ * system got ENOSPC. */
+struct space_claim {
+    uint64_t blocks;
+};
+
 /* As space_reserve for data blocks an operation will reserve in the file (fallocate,
- * write; written: the blocks that will need free segments): the blocks are also claimed,
- * so that a concurrent operation's check counts them until the operation ends with
- * space_settle (its reserved blocks then count as used).
+ * write; written: the blocks that will need free segments): the blocks are also claimed
+ * into *c, so that a concurrent operation's check counts them until they are reserved
+ * or the operation ends with space_settle.
  * Check and claim are one step: two operations can never be promised the same block. */
-int space_claim(struct f2fuse *fs, uint64_t blocks, uint64_t written);
+int space_claim(struct f2fuse *fs, struct space_claim *c, uint64_t blocks, uint64_t written);
 /* Whether blocks more of metadata fit the user-visible space (reserve included): a
  * directory asks before it grows by a block, so that a rename or link that needs one gets
  * ENOSPC rather than a block past the end, while the rest of them ask for segments only. */
 int space_metadata_room(struct f2fuse *fs, uint64_t blocks);
 /* More blocks for a claim, by an operation that holds locks: no waiting, no GC. */
-int space_claim_more(struct f2fuse *fs, uint64_t blocks);
-void space_settle(struct f2fuse *fs, uint64_t blocks);
+int space_claim_more(struct f2fuse *fs, struct space_claim *c, uint64_t blocks);
+/* The operation is done: what it claimed and did not reserve is given back. */
+void space_settle(struct f2fuse *fs, struct space_claim *c);
+/* blocks (negative: given back) reserved as NEW_ADDR data or nodes; with a claim c (may
+ * be NULL), as much as it still holds is taken from it at the same moment. */
+void space_reserve_claimed(struct f2fuse *fs, struct space_claim *c, int64_t blocks);
 /* Claims stop this many blocks short of the user-visible space: metadata keeps room on a
  * file system full of data (statfs shows it as free, not as available). */
 uint64_t space_metadata_reserve(struct f2fuse *fs);

@@ -752,8 +752,10 @@ static int enable_locked(struct f2fuse *fs, struct inode_info *ii, struct page *
         err = write_past_end(fs, ii, ipage, d, desc_size, desc_pos);
     free(d);
     EVP_MD_CTX_free(c.md);
+    struct space_claim *claim = ii->claim;
     if (!err)
         err = inode_decode(fs, ipage, ii->ino, ii); /* nodes were added on the way */
+    ii->claim = claim;
     if (!err) {
         writeback_wait_inode(fs, ii->ino);
         err = data_writeback_inode(fs, ii->ino, BLK_PRIO_NORMAL);
@@ -799,20 +801,22 @@ int verity_enable(struct f2fuse *fs, uint32_t ino, const struct f2fuse_verity_en
     if (err)
         return err;
     uint64_t blocks = size / F2FS_BLKSIZE / 3 + 8 + (arg->sig_size + F2FS_BLKSIZE) / F2FS_BLKSIZE;
-    uint64_t claim = blocks + blocks / ADDRS_PER_BLOCK + 4;
-    err = space_claim(fs, claim, claim);
+    uint64_t n = blocks + blocks / ADDRS_PER_BLOCK + 4;
+    struct space_claim claim;
+    err = space_claim(fs, &claim, n, n);
     if (err)
         return err;
     op_change_begin(fs, ino);
     err = inode_get(fs, ino, &ipage, &ii);
     if (!err) {
+        ii.claim = &claim;
         struct verity_info *vi = fs_calloc(fs, 1, sizeof(*vi));
         err = vi ? enable_locked(fs, &ii, ipage, arg, vi) : -ENOMEM;
         info_free(vi);
         pcache_put(fs->cache, ipage);
     }
     op_change_end(fs, ino);
-    space_settle(fs, claim);
+    space_settle(fs, &claim);
     space_after_change(fs);
     if (!err)
         verity_forget(fs, ino); /* parsed afresh from what was written */

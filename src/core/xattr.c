@@ -461,7 +461,7 @@ static int xattr_node_fill(struct f2fuse *fs, struct inode_info *ii, struct page
         err = node_get(fs, ii->xattr_nid, ii->ino, &xpage);
     } else {
         /* charged by list_store before anything changed */
-        err = node_new(fs, ii->ino, 0, XATTR_NODE_OFFSET, !S_ISDIR(ii->mode), &xpage);
+        err = node_new(fs, ii->ino, 0, XATTR_NODE_OFFSET, !S_ISDIR(ii->mode), NULL, &xpage);
         if (!err) {
             ii->xattr_nid = le32(page_node(xpage)->footer.nid);
             page_node(ipage)->i.i_xattr_nid = htole32(ii->xattr_nid);
