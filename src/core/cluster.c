@@ -8,13 +8,18 @@
  *   - writeback stores a full cluster inside the file compressed when that saves a block,
  *     as f2fs_write_compressed_pages lays it out, anything else plain (the kernel's rule:
  *     partial clusters at EOF, incompressible data); the blocks go to the cold data log;
- *   - segment cleaning moves compressed blocks as they are, without decoding.
+ *   - segment cleaning moves compressed blocks as they are, without decoding;
+ *   - an encrypted file's pages hold ciphertext, as all its pages do (data.c): writeback
+ *     decrypts a cluster aside to compress it and encrypts the compressed blocks, each as
+ *     the file block whose slot it takes (first + 1 on), as f2fs_write_compressed_pages;
+ *     without the key at writeback the cluster is stored plain, as its pages are.
  * Accounting (FORMAT.md, compressed files): a compressed cluster's COMPRESS_ADDR and
  * NEW_ADDR slots count in i_blocks and the checkpoint's valid_block_count like blocks, and
  * i_compr_blocks counts them; writeback only swaps blocks for such slots and back, so a
  * cluster costs the same user-visible space compressed or not - what compression saves is
  * physical (segments), as in the kernel, until the blocks are released. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +32,9 @@
 #include "core/context.h"
 #include "core/data.h"
 #include "core/extent.h"
+#include "core/fscrypt.h"
 #include "core/fscrypt_cipher.h"
+#include "core/fscrypt_keys.h"
 #include "core/inode.h"
 #include "core/nat.h"
 #include "core/node.h"
@@ -216,26 +223,47 @@ static int decode_stored(struct f2fuse *fs, const struct inode_info *ii,
 
 /* ---- reads ------------------------------------------------------------------------------- */
 
+/* Bytes [from, from + len) of file block b from its cached page p into dst.  An encrypted
+ * file's page holds the block's ciphertext: it is decrypted aside. */
+static int copy_cached(struct f2fuse *fs, const struct inode_info *ii, const struct page *p,
+                       uint64_t b, size_t from, size_t len, uint8_t *dst)
+{
+    if (!ii->contents_key) {
+        memcpy(dst, (const uint8_t *)p->data + from, len);
+        return 0;
+    }
+    _Alignas(64) uint8_t plain[BLK];
+    memcpy(plain, p->data, BLK);
+    int err = fscrypt_crypt_blocks(fs, ii->contents_key, false, b, plain, 1);
+    if (!err)
+        memcpy(dst, plain + from, len);
+    OPENSSL_cleanse(plain, sizeof(plain));
+    return err;
+}
+
 /* Copies [lo, hi) of the file into buf (which holds the file from off) from cached pages
- * when every block of it has one; else takes the references it found into found[] (by
- * block from base) for the caller to lay over the decoded cluster, and returns false. */
-static bool from_cache(struct f2fuse *fs, uint32_t ino, uint8_t *buf, uint64_t off, uint64_t lo,
-                       uint64_t hi, uint64_t base, struct page **found)
+ * when every block of it has one (1); else takes the references it found into found[] (by
+ * block from base) for the caller to lay over the decoded cluster, and returns 0. */
+static int from_cache(struct f2fuse *fs, const struct inode_info *ii, uint8_t *buf, uint64_t off,
+                      uint64_t lo, uint64_t hi, uint64_t base, struct page **found)
 {
     bool all = true;
     for (uint64_t b = lo / BLK; b * BLK < hi; b++) {
-        found[b - base] = pcache_find(fs->cache, PAGE_DATA, data_key(ino, b));
+        found[b - base] = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, b));
         all &= found[b - base] != NULL;
     }
     if (!all)
-        return false;
+        return 0;
+    int err = 0;
     for (uint64_t b = lo / BLK; b * BLK < hi; b++) {
         uint64_t from = b * BLK > lo ? b * BLK : lo, to = (b + 1) * BLK < hi ? (b + 1) * BLK : hi;
-        memcpy(buf + (from - off), (uint8_t *)found[b - base]->data + (from - b * BLK), to - from);
+        if (!err)
+            err = copy_cached(fs, ii, found[b - base], b, from - b * BLK, to - from,
+                              buf + (from - off));
         pcache_put(fs->cache, found[b - base]);
         found[b - base] = NULL;
     }
-    return true;
+    return err ? err : 1;
 }
 
 struct read_job {
@@ -321,7 +349,12 @@ static int span_start(struct f2fuse *fs, const struct inode_info *ii, struct pag
         }
         /* Cached pages are newer than the device or equal to it; blocks being written by
          * writeback are always read from their pages, which stay cached meanwhile. */
-        if (fs->seg && from_cache(fs, ii->ino, buf, off, lo, hi, sp->cfirst, sp->found))
+        int cached = fs->seg ? from_cache(fs, ii, buf, off, lo, hi, sp->cfirst, sp->found) : 0;
+        if (cached < 0) {
+            err = cached;
+            break;
+        }
+        if (cached)
             continue;
         sp->jobs[sp->njobs++] = (struct read_job){sp->cfirst + c, nr, coff, lo, hi};
         add_block_reads(slots + c, nr, sp->cbuf + coff, sp->reqs, sp->rp, &sp->nreq);
@@ -372,7 +405,7 @@ static int span_finish(struct f2fuse *fs, const struct inode_info *ii,
                 continue;
             uint64_t from = b * BLK > jb->lo ? b * BLK : jb->lo;
             uint64_t to = (b + 1) * BLK < jb->hi ? (b + 1) * BLK : jb->hi;
-            memcpy(buf + (from - off), (uint8_t *)p->data + (from - b * BLK), to - from);
+            err = copy_cached(fs, ii, p, b, from - b * BLK, to - from, buf + (from - off));
         }
     }
     for (uint32_t b = 0; b < sp->count; b++)
@@ -604,6 +637,8 @@ int cluster_prepare_change(struct f2fuse *fs, const struct inode_info *ii, struc
     err = data_map_slots(fs, ii, &page_node(ipage)->i, first, 1, slots);
     if (err || slots[0] != COMPRESS_ADDR)
         return err;
+    if (fscrypt_check_contents(ii) && !ii->contents_key)
+        return -ENOKEY; /* its pages are ciphertext: nothing to encrypt them with */
     err = data_map_slots(fs, ii, &page_node(ipage)->i, first, csize, slots);
     if (err)
         return err;
@@ -621,17 +656,24 @@ int cluster_prepare_change(struct f2fuse *fs, const struct inode_info *ii, struc
     for (uint32_t k = 0; k < csize && !err; k++) {
         if (pages[k])
             continue;
-        err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, first + k), PCACHE_NO_LOAD,
-                         &pages[k]);
-        if (err)
-            break;
         /* Bytes at or past the end are zeros, whatever the cluster held there (a crash
          * after a truncate's checkpoint leaves the old cluster behind a smaller i_size). */
+        uint8_t *blk = rbuf + (size_t)k * BLK;
         uint64_t at = (first + k) * BLK;
         size_t keep = ii->size <= at ? 0 : ii->size - at >= BLK ? BLK : (size_t)(ii->size - at);
-        memcpy(pages[k]->data, rbuf + (size_t)k * BLK, keep);
-        memset((uint8_t *)pages[k]->data + keep, 0, BLK - keep);
+        memset(blk + keep, 0, BLK - keep);
+        /* encrypted in the buffer, so that no page ever holds plaintext */
+        if (ii->contents_key)
+            err = fscrypt_crypt_blocks(fs, ii->contents_key, true, first + k, blk, 1);
+        if (!err)
+            err = pcache_get(fs->cache, PAGE_DATA, data_key(ii->ino, first + k), PCACHE_NO_LOAD,
+                             &pages[k]);
+        if (err)
+            break;
+        memcpy(pages[k]->data, blk, BLK);
     }
+    if (rbuf && ii->contents_key)
+        OPENSSL_cleanse(rbuf, (size_t)csize * BLK);
     for (uint32_t k = 0; k < csize; k++) {
         if (!pages[k])
             continue;
@@ -859,8 +901,10 @@ static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page 
     }
     /* The kernel compresses a cluster whose pages are all dirty, inside the file, every
      * slot reserved or written (cluster_may_compress, f2fs_write_compressed_pages). */
+    /* An encrypted file without its key now is stored as its pages are: ciphertext. */
+    bool encrypted = fscrypt_check_contents(ii) != 0;
     bool full = !err && m == csize && first + csize <= eof_blocks(ii) &&
-                !(ii->inline_flags & F2FS_COMPRESS_RELEASED);
+                !(ii->inline_flags & F2FS_COMPRESS_RELEASED) && (!encrypted || ii->contents_key);
     for (uint32_t k = 0; full && k < csize; k++)
         full = cw.old[k] != NULL_ADDR;
     int nr = 0;
@@ -870,20 +914,31 @@ static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page 
          * codec's attempt and no copy more than a plain file. */
         for (uint32_t k = 0; k < csize; k++)
             memcpy(out + (size_t)k * BLK, pages[k]->data, BLK);
-        uint8_t *cbuf = thread_buf(fs, 0, (size_t)(csize - 1) * BLK);
+        if (encrypted)
+            err = fscrypt_crypt_blocks(fs, ii->contents_key, false, first, out, csize);
+        uint8_t *cbuf = err ? NULL : thread_buf(fs, 0, (size_t)(csize - 1) * BLK);
         uint64_t t0 = codec_clock_ns();
-        nr = cbuf ? compress_encode(ci, out, cbuf) : -ENOMEM;
+        nr = err ? 0 : cbuf ? compress_encode(ci, out, cbuf) : -ENOMEM;
         atomic_fetch_add(&fs->clusters.encode_ns, codec_clock_ns() - t0);
         if (nr == -ENOMEM)
             err = nr;
         if (nr < 0)
             nr = 0; /* a codec failure: the cluster is stored plain */
+        if (encrypted) {
+            OPENSSL_cleanse(out, (size_t)csize * BLK);
+            if (cbuf && nr == 0)
+                OPENSSL_cleanse(cbuf, (size_t)(csize - 1) * BLK);
+            if (nr > 0)
+                err = fscrypt_crypt_blocks(fs, ii->contents_key, true, first + 1, cbuf,
+                                           (uint32_t)nr);
+        }
         if (nr > 0)
             memcpy(out + BLK, cbuf, (size_t)nr * BLK);
     }
     if (!err)
         err = nr > 0 ? store_compressed(fs, ipage, &cw, csize, nr, addrs)
-                     : store_plain(fs, ii, ipage, &cw, csize, first, pages, m, addrs, out, full);
+                     : store_plain(fs, ii, ipage, &cw, csize, first, pages, m, addrs, out,
+                                   full && !encrypted);
     if (!err) {
         pcache_mark_dirty(fs->cache, cw.dn.page);
         /* The kernel keeps no read extent for a compressed file (and writes i_ext empty). */
@@ -921,12 +976,17 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
 {
     struct page *ipage;
     struct inode_info ii;
+    struct fscrypt_ikey *key = NULL;
     int err = inode_get(fs, ino, &ipage, &ii);
     if (err) {
         for (size_t i = 0; i < n; i++)
             pcache_put(fs->cache, pages[i]);
         return err;
     }
+    /* An encrypted file's clusters are compressed in plaintext: with the key when it is
+     * there (a removed key leaves them plain, which the format allows). */
+    if (fscrypt_check_contents(&ii) && fscrypt_ikey_get(fs, &ii, ipage, &key) == 0)
+        ii.contents_key = key;
     size_t cap = n + NO_PAGE_ROOM, m = 0, done = 0;
     struct page **run = fs_malloc(fs, cap * sizeof(*run));
     uint32_t *addrs = fs_malloc(fs, cap * sizeof(*addrs));
@@ -971,6 +1031,7 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
     if (!werr)
         *written += done;
     pcache_put(fs->cache, ipage);
+    fscrypt_ikey_put(fs, key);
     free(run);
     free(addrs);
     free(reqs);
@@ -998,11 +1059,26 @@ int cluster_truncate_partial(struct f2fuse *fs, struct inode_info *ii, struct pa
      * it; writeback stores it plain (it ends inside the cluster) and frees its slots past
      * EOF.  Until then the device keeps the old cluster, as the kernel does. */
     if (new_size % BLK) {
-        struct page *p = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, new_size / BLK));
-        if (p) {
-            memset((uint8_t *)p->data + new_size % BLK, 0, BLK - new_size % BLK);
-            pcache_put(fs->cache, p);
+        uint64_t b = new_size / BLK;
+        size_t keep = new_size % BLK;
+        struct page *p = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, b));
+        _Alignas(64) uint8_t plain[BLK];
+        int err = 0;
+        if (p && ii->contents_key) { /* ciphertext: zeroed in plaintext, encrypted back */
+            memcpy(plain, p->data, BLK);
+            err = fscrypt_crypt_blocks(fs, ii->contents_key, false, b, plain, 1);
+            memset(plain + keep, 0, BLK - keep);
+            if (!err)
+                err = fscrypt_crypt_blocks(fs, ii->contents_key, true, b, plain, 1);
+            if (!err)
+                memcpy(p->data, plain, BLK);
+            OPENSSL_cleanse(plain, sizeof(plain));
+        } else if (p) {
+            memset((uint8_t *)p->data + keep, 0, BLK - keep);
         }
+        pcache_put(fs->cache, p);
+        if (err)
+            return err;
     }
     pcache_discard_range(fs->cache, PAGE_DATA, data_key(ii->ino, first_free),
                          data_key(ii->ino, first + csize - 1));

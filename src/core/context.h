@@ -103,7 +103,6 @@ struct f2fuse {
      * extents found not valid (then not read through; the first one is logged) */
     atomic_uint_fast64_t extent_hits, extent_misses, extent_rejected;
     atomic_bool extent_rejected_logged;
-    atomic_bool compressed_encrypted_logged;         /* file.c: such a file refused a change */
     struct cluster_stats clusters;                   /* cluster.c: compressed files' clusters */
     struct cluster_decoder *_Atomic cluster_decoder; /* cluster.c: reads' second decoder */
     /* data.c: blocks of pinned files (PIN_FILE) rewritten at their own address */

@@ -655,6 +655,11 @@ static int crypt_write_block(struct f2fuse *fs, struct inode_info *ii, struct pa
                              uint64_t index, size_t in_blk, const uint8_t *src, size_t n)
 {
     bool keep_old = n < F2FS_BLKSIZE && index * F2FS_BLKSIZE < ii->size;
+    /* A cluster stored compressed comes in whole first (as ciphertext pages): a block of
+     * it in a reserved slot holds data all the same. */
+    int r = compress_file(ii) ? cluster_prepare_change(fs, ii, ipage, index) : 0;
+    if (r < 0)
+        return r;
     /* held across data_get_page, so that it cannot be evicted and come back as zeros */
     struct page *cached = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, index));
     bool cipher = cached != NULL;

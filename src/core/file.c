@@ -52,8 +52,7 @@ static int file_begin_get(struct f2fuse *fs, uint32_t ino, struct page **ipage,
  * the key, which the caller puts); a verity file never (EPERM: the kernel has no writable
  * open of one, and fsverity_prepare_setattr refuses a new size); a compressed file whose
  * spare blocks were released (F2FS_COMPRESS_RELEASED) neither, as the kernel's write path
- * says (EPERM), but see file_setattr for its truncation; a file both compressed and
- * encrypted not yet (EOPNOTSUPP: cluster writeback does not encrypt). */
+ * says (EPERM), but see file_setattr for its truncation. */
 static int contents_writable(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
                              struct fscrypt_ikey **key)
 {
@@ -67,13 +66,6 @@ static int contents_writable(struct f2fuse *fs, struct inode_info *ii, struct pa
         return -EPERM;
     if (compress_file(ii) && (ii->inline_flags & F2FS_COMPRESS_RELEASED))
         return -EPERM;
-    if (compress_file(ii) && ii->contents_key) {
-        if (!atomic_exchange(&fs->compressed_encrypted_logged, true))
-            log_warn("inode %u is compressed and encrypted: f2fuse reads such files but does "
-                     "not change them yet (logged once)",
-                     ii->ino);
-        return -EOPNOTSUPP;
-    }
     return 0;
 }
 
@@ -131,7 +123,8 @@ static uint64_t claim_for(struct f2fuse *fs, uint32_t ino, uint64_t first, uint6
 /* Under the stripe: a change that meets more holes than were claimed (a punch came in
  * between) claims the rest now, or gets ENOSPC. */
 static int claim_rest(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
-                      uint64_t first, uint64_t count, uint64_t inline_end, struct space_claim *claim)
+                      uint64_t first, uint64_t count, uint64_t inline_end,
+                      struct space_claim *claim)
 {
     uint64_t need = new_blocks(fs, ii, ipage, first, count, inline_end);
     return need <= claim->blocks ? 0 : space_claim_more(fs, claim, need - claim->blocks);

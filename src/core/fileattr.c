@@ -147,10 +147,6 @@ void fileattr_new_compression(const struct f2fuse *fs, const struct inode_info *
     uint16_t mode = le16(ri->i_mode);
     if (!(fs->features & F2FS_FEATURE_COMPRESSION) || !compression_fields(ri))
         return;
-    /* Unlike the kernel, a file made in an encrypted directory stays plain: f2fuse does
-     * not write compressed encrypted clusters yet (file.c refuses such changes). */
-    if (S_ISREG(mode) && (parent->advise & FADVISE_ENCRYPT_BIT))
-        return;
     if (S_ISREG(mode)) {
         /* hot files (the superblock's hot extensions) and nocompress ones stay plain */
         const struct f2fs_super_block *sb = &fs->sb;
@@ -191,8 +187,6 @@ static int compression_change(struct f2fuse *fs, struct inode_info *ii, struct p
     struct f2fs_inode *ri = &page_node(ipage)->i;
     if (!(fs->features & F2FS_FEATURE_COMPRESSION))
         return -EOPNOTSUPP;
-    if (set && S_ISREG(ii->mode) && (ii->advise & FADVISE_ENCRYPT_BIT))
-        return -EOPNOTSUPP; /* compressed encrypted files are not written yet (file.c) */
     if (set && S_ISREG(ii->mode)) {
         if (ii->inline_flags & F2FS_PIN_FILE)
             return -EINVAL;

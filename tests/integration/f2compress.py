@@ -281,37 +281,45 @@ def decode(img, path, dec):
     """(data, layout): the file's bytes as the kernel reads them; layout = {first block:
     ("compressed"|"plain", slots)}."""
     with T.F2fsImage(img) as im:
-        i = im.inode(im.lookup(path))
-        if not i["flags"] & COMPR_FL:
-            return im.read_data(i), {}
-        alg, log, flag = _inode_fields(i["raw"])
-        rlen = T.BLK << log
-        nblocks = (i["size"] + T.BLK - 1) // T.BLK
-        out, layout = [], {}
-        for c, slots in clusters(im, i):
-            if slots[0] == COMPRESS_ADDR:
-                data = b"".join(im.block(a) for a in compressed_blocks(slots))
-                clen = struct.unpack_from("<I", data, 0)[0] if data else 0
-                if clen + HEADER > len(data):
-                    raise T.Corrupt("%s cluster %d: clen %d past its blocks" % (path, c, clen))
-                cdata = data[HEADER:HEADER + clen]
-                if flag & 1 and struct.unpack_from("<I", data, 4)[0] != \
-                        T.crc_raw(F2FS_SUPER_MAGIC, cdata):
-                    raise T.Corrupt("%s cluster %d: checksum mismatch" % (path, c))
-                try:
-                    plain = lzorle_decode(cdata, rlen) if alg == LZORLE else dec[alg](cdata, rlen)
-                except Exception as e:
-                    raise T.Corrupt("%s cluster %d (%s) does not decode: %s"
-                                    % (path, c, NAMES.get(alg), e))
-                if len(plain) != rlen:
-                    raise T.Corrupt("%s cluster %d: %d bytes" % (path, c, len(plain)))
-                out.append(plain)
-                layout[c] = ("compressed", tuple(slots))
-            else:
-                for k, a in enumerate(slots[:nblocks - c]):
-                    out.append(bytes(T.BLK) if a in (0, NEW_ADDR) else im.block(a))
-                layout[c] = ("plain", tuple(slots[:nblocks - c]))
-        return b"".join(out)[:i["size"]], layout
+        return decode_inode(im, im.inode(im.lookup(path)), dec, path)
+
+
+def decode_inode(im, i, dec, what="", crypt=None):
+    """decode() of inode i (an F2fsImage's inode dict).  crypt(lblk, block): an encrypted
+    file's block decrypted; a compressed block is decrypted as the file block whose slot it
+    takes (the cluster's first + 1 on), as f2fs_write_compressed_pages encrypts it."""
+    def block(lblk, a):
+        return crypt(lblk, im.block(a)) if crypt else im.block(a)
+    if not i["flags"] & COMPR_FL:
+        return im.read_data(i), {}
+    alg, log, flag = _inode_fields(i["raw"])
+    rlen = T.BLK << log
+    nblocks = (i["size"] + T.BLK - 1) // T.BLK
+    out, layout = [], {}
+    for c, slots in clusters(im, i):
+        if slots[0] == COMPRESS_ADDR:
+            data = b"".join(block(c + 1 + k, a) for k, a in enumerate(compressed_blocks(slots)))
+            clen = struct.unpack_from("<I", data, 0)[0] if data else 0
+            if clen + HEADER > len(data):
+                raise T.Corrupt("%s cluster %d: clen %d past its blocks" % (what, c, clen))
+            cdata = data[HEADER:HEADER + clen]
+            if flag & 1 and struct.unpack_from("<I", data, 4)[0] != \
+                    T.crc_raw(F2FS_SUPER_MAGIC, cdata):
+                raise T.Corrupt("%s cluster %d: checksum mismatch" % (what, c))
+            try:
+                plain = lzorle_decode(cdata, rlen) if alg == LZORLE else dec[alg](cdata, rlen)
+            except Exception as e:
+                raise T.Corrupt("%s cluster %d (%s) does not decode: %s"
+                                % (what, c, NAMES.get(alg), e))
+            if len(plain) != rlen:
+                raise T.Corrupt("%s cluster %d: %d bytes" % (what, c, len(plain)))
+            out.append(plain)
+            layout[c] = ("compressed", tuple(slots))
+        else:
+            for k, a in enumerate(slots[:nblocks - c]):
+                out.append(bytes(T.BLK) if a in (0, NEW_ADDR) else block(c + k, a))
+            layout[c] = ("plain", tuple(slots[:nblocks - c]))
+    return b"".join(out)[:i["size"]], layout
 
 
 def _write_block(img, addr, data):
@@ -387,20 +395,24 @@ def accounting(img, path):
     and NEW_ADDR slots, none for a released file (fsck.f2fs's count, which fsck only fixes
     silently with -a)."""
     with T.F2fsImage(img) as im:
-        i = im.inode(im.lookup(path))
-        stored = struct.unpack_from("<Q", i["raw"], 384)[0]
-        if i["inline"] & 0x80:      # F2FS_COMPRESS_RELEASED
-            return stored, 0
-        _, log, _ = _inode_fields(i["raw"])
-        csize = 1 << log
-        nslots = (i["size"] + T.BLK - 1) // T.BLK
-        nslots = (nslots + csize - 1) // csize * csize
-        want = 0
-        for c in range(0, nslots, csize):
-            slots = [im.bmap(i, c + k) for k in range(csize)]
-            if slots[0] == COMPRESS_ADDR:
-                want += sum(1 for a in slots if a in (COMPRESS_ADDR, NEW_ADDR))
-        return stored, want
+        return accounting_inode(im, im.inode(im.lookup(path)))
+
+
+def accounting_inode(im, i):
+    """accounting() of inode i (an F2fsImage's inode dict)."""
+    stored = struct.unpack_from("<Q", i["raw"], 384)[0]
+    if i["inline"] & 0x80:      # F2FS_COMPRESS_RELEASED
+        return stored, 0
+    _, log, _ = _inode_fields(i["raw"])
+    csize = 1 << log
+    nslots = (i["size"] + T.BLK - 1) // T.BLK
+    nslots = (nslots + csize - 1) // csize * csize
+    want = 0
+    for c in range(0, nslots, csize):
+        slots = [im.bmap(i, c + k) for k in range(csize)]
+        if slots[0] == COMPRESS_ADDR:
+            want += sum(1 for a in slots if a in (COMPRESS_ADDR, NEW_ADDR))
+    return stored, want
 
 
 def fields(img, path):

@@ -50,6 +50,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import f2compress  # noqa: E402
 import f2test as T  # noqa: E402
 
 BLK = 4096
@@ -740,6 +741,20 @@ def _dir_ino(img, path):
     return img.im.lookup(path)
 
 
+def lookup_encrypted(img, path, rel, key, descriptor=None):
+    """The inode number of rel (plaintext names, b"/"-separated) below the encrypted
+    directory path of an open Image."""
+    ino = _dir_ino(img, path)
+    for part in rel.split(b"/"):
+        k = inode_keys(img, key, ino, False, descriptor)
+        found = [c for name, c, _, _ in img.im.dentries(img.inode(ino))
+                 if name not in (b".", b"..") and k.decrypt_name(name) == part]
+        if not found:
+            raise KeyError("%r not found below %s" % (rel, path))
+        ino = found[0]
+    return ino
+
+
 def encrypt_tree(image, path, key, policy=None, seed=0, casefold=False, descriptor=None):
     """Encrypts directory `path` (e.g. "/enc") of `image` and everything below; returns the
     Record.  key: 64 bytes; descriptor: a v1 descriptor other than the usual one."""
@@ -792,6 +807,12 @@ def decrypt_tree(image, path, key, descriptor=None, max_bytes=None):
                     walk(cino, crel)
                 elif ft == 1 and max_bytes is not None and ci["size"] > max_bytes:
                     out[crel] = ("bigfile", ci["size"])
+                elif ft == 1 and ci["flags"] & f2compress.COMPR_FL:
+                    fk = keys(cino, True)
+                    data, _ = f2compress.decode_inode(
+                        img.im, ci, f2compress.codecs()[0], crel,
+                        crypt=lambda lblk, blk: fk.crypt_block(lblk, blk, decrypt=True))
+                    out[crel] = ("file", data)
                 elif ft == 1:
                     fk = keys(cino, True)
                     data = bytearray()
