@@ -827,11 +827,12 @@ static int store_compressed(struct f2fuse *fs, struct page *ipage, struct cluste
     return 0;
 }
 
-/* copied: the pages are in out already (a full cluster's attempt put them there). */
+/* copied: the pages are in out already (a full cluster's attempt put them there); with
+ * srcs, nothing is copied: srcs[j] is the page's own data. */
 static int store_plain(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
                        struct cluster_write *cw, uint32_t csize, uint64_t first,
                        struct page *const *pages, size_t m, uint32_t *addrs, uint8_t *out,
-                       bool copied)
+                       bool copied, const void **srcs)
 {
     bool released = ii->inline_flags & F2FS_COMPRESS_RELEASED;
     uint64_t eof = eof_blocks(ii);
@@ -863,7 +864,9 @@ static int store_plain(struct f2fuse *fs, const struct inode_info *ii, struct pa
     for (uint32_t i = 0; i < n; i++) {
         take_slot(fs, ipage, cw, ks[i], news[i], released);
         addrs[js[i]] = news[i];
-        if (!copied)
+        if (srcs)
+            srcs[js[i]] = pages[js[i]]->data;
+        else if (!copied)
             memcpy(out + js[i] * BLK, pages[js[i]]->data, BLK);
     }
     if (cw->old_nr) {
@@ -877,20 +880,56 @@ static int store_plain(struct f2fuse *fs, const struct inode_info *ii, struct pa
     return 0;
 }
 
+/* The direct node (or inode) of the clusters one run assigns, held from one cluster to the
+ * next: a run's clusters mostly share it (a node maps 1018 blocks), and finding it and its
+ * NAT version for each 4-block cluster was a tenth of an incompressible write's CPU. */
+struct node_cursor {
+    struct dnode dn; /* dn.page NULL: none held */
+    uint64_t first;  /* the file block dn points at */
+    uint64_t end;    /* the end of the blocks its node maps */
+    uint8_t version;
+};
+
+/* The pointer of file block first (a cluster's first: clusters never straddle nodes) into
+ * cw->dn and cw->version, from the held node when it maps first. */
+static int cursor_find(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                       struct node_cursor *nc, uint64_t first, struct cluster_write *cw)
+{
+    if (!nc->dn.page || first < nc->first || first >= nc->end) {
+        dnode_put(fs, ipage, &nc->dn);
+        int err = dnode_find(fs, ii, ipage, first, DNODE_ALLOC_NOFAIL, &nc->dn);
+        if (err)
+            return err;
+        struct f2fs_nat_entry ne = {0};
+        err = nat_get(fs->nat, nc->dn.nid, &ne);
+        if (err) {
+            dnode_put(fs, ipage, &nc->dn);
+            return err;
+        }
+        uint32_t cap = nc->dn.page == ipage ? ii->addrs_per_inode : ii->addrs_per_block;
+        nc->first = first;
+        nc->end = first - nc->dn.ofs + cap;
+        nc->version = ne.version;
+    }
+    uint32_t step = (uint32_t)(first - nc->first);
+    cw->dn = (struct dnode){.page = nc->dn.page,
+                            .nid = nc->dn.nid,
+                            .ofs = nc->dn.ofs + step,
+                            .addr = nc->dn.addr + step};
+    cw->version = nc->version;
+    return 0;
+}
+
 /* Writes back one cluster's gathered pages (m of them, from first). */
 static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
-                          const struct compress_info *ci, uint64_t first, struct page *const *pages,
-                          size_t m, uint32_t *addrs, uint8_t *out)
+                          const struct compress_info *ci, struct node_cursor *nc, uint64_t first,
+                          struct page *const *pages, size_t m, uint32_t *addrs, uint8_t *out,
+                          const void **srcs)
 {
     uint32_t csize = 1u << ci->log_cluster_size;
     struct cluster_write cw = {0};
-    int err = dnode_find(fs, ii, ipage, first, DNODE_ALLOC_NOFAIL, &cw.dn);
-    if (err)
-        return err;
-    struct f2fs_nat_entry ne = {0};
-    err = nat_get(fs->nat, cw.dn.nid, &ne);
+    int err = cursor_find(fs, ii, ipage, nc, first, &cw);
     if (!err) {
-        cw.version = ne.version;
         for (uint32_t k = 0; k < csize; k++)
             cw.old[k] = le32(cw.dn.addr[k]);
         if (cw.old[0] == COMPRESS_ADDR) {
@@ -909,23 +948,26 @@ static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page 
         full = cw.old[k] != NULL_ADDR;
     int nr = 0;
     if (full) {
-        /* The pages go where a plain cluster is written from, the stream is made beside
-         * them and laid over them when it saves a block: incompressible data costs the
-         * codec's attempt and no copy more than a plain file. */
-        for (uint32_t k = 0; k < csize; k++)
-            memcpy(out + (size_t)k * BLK, pages[k]->data, BLK);
-        if (encrypted)
-            err = fscrypt_crypt_blocks(fs, ii->contents_key, false, first, out, csize);
+        /* The codec reads the cluster from one buffer: where a plain cluster is written
+         * from when the caller copies (the stream is laid over it when it saves a block),
+         * else a thread's, so that a plain cluster goes out from its pages. */
+        uint8_t *in = srcs ? thread_buf(fs, 1, (size_t)csize * BLK) : out;
+        for (uint32_t k = 0; in && k < csize; k++)
+            memcpy(in + (size_t)k * BLK, pages[k]->data, BLK);
+        if (!in)
+            err = -ENOMEM;
+        else if (encrypted)
+            err = fscrypt_crypt_blocks(fs, ii->contents_key, false, first, in, csize);
         uint8_t *cbuf = err ? NULL : thread_buf(fs, 0, (size_t)(csize - 1) * BLK);
         uint64_t t0 = codec_clock_ns();
-        nr = err ? 0 : cbuf ? compress_encode(ci, out, cbuf) : -ENOMEM;
+        nr = err ? 0 : cbuf ? compress_encode(ci, in, cbuf) : -ENOMEM;
         atomic_fetch_add(&fs->clusters.encode_ns, codec_clock_ns() - t0);
         if (nr == -ENOMEM)
             err = nr;
         if (nr < 0)
             nr = 0; /* a codec failure: the cluster is stored plain */
-        if (encrypted) {
-            OPENSSL_cleanse(out, (size_t)csize * BLK);
+        if (encrypted && in) {
+            OPENSSL_cleanse(in, (size_t)csize * BLK);
             if (cbuf && nr == 0)
                 OPENSSL_cleanse(cbuf, (size_t)(csize - 1) * BLK);
             if (nr > 0)
@@ -935,10 +977,14 @@ static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page 
         if (nr > 0)
             memcpy(out + BLK, cbuf, (size_t)nr * BLK);
     }
-    if (!err)
-        err = nr > 0 ? store_compressed(fs, ipage, &cw, csize, nr, addrs)
-                     : store_plain(fs, ii, ipage, &cw, csize, first, pages, m, addrs, out,
-                                   full && !encrypted);
+    if (!err && nr > 0) {
+        err = store_compressed(fs, ipage, &cw, csize, nr, addrs);
+        for (uint32_t k = 0; srcs && k < csize; k++)
+            srcs[k] = addrs[k] ? out + (size_t)k * BLK : NULL;
+    } else if (!err) {
+        err = store_plain(fs, ii, ipage, &cw, csize, first, pages, m, addrs, out,
+                          full && !encrypted && !srcs, srcs);
+    }
     if (!err) {
         pcache_mark_dirty(fs->cache, cw.dn.page);
         /* The kernel keeps no read extent for a compressed file (and writes i_ext empty). */
@@ -947,27 +993,28 @@ static int assign_cluster(struct f2fuse *fs, struct inode_info *ii, struct page 
         for (size_t j = 0; j < m; j++)
             pages[j]->gc_cold = false;
     }
-    dnode_put(fs, ipage, &cw.dn);
     return err;
 }
 
 int cluster_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
                           struct page *const *pages, size_t n, uint32_t *addrs, uint8_t *out,
-                          size_t *done)
+                          const void **srcs, size_t *done)
 {
     *done = 0;
     struct compress_info ci;
     int err = compress_params(fs, ii, ipage, &ci);
     uint32_t csize = 1u << ci.log_cluster_size;
+    struct node_cursor nc = {0};
     for (size_t i = 0, next; i < n && !err; i = next) {
         uint64_t first = page_index(pages[i]) / csize * csize;
         for (next = i + 1; next < n && page_index(pages[next]) < first + csize; next++)
             ;
-        err = assign_cluster(fs, ii, ipage, &ci, first, pages + i, next - i, addrs + i,
-                             out + i * BLK);
+        err = assign_cluster(fs, ii, ipage, &ci, &nc, first, pages + i, next - i, addrs + i,
+                             out + i * BLK, srcs ? srcs + i : NULL);
         if (!err)
             *done = next;
     }
+    dnode_put(fs, ipage, &nc.dn);
     return err;
 }
 
@@ -990,12 +1037,15 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
     size_t cap = n + NO_PAGE_ROOM, m = 0, done = 0;
     struct page **run = fs_malloc(fs, cap * sizeof(*run));
     uint32_t *addrs = fs_malloc(fs, cap * sizeof(*addrs));
+    const void **srcs = fs_malloc(fs, cap * sizeof(*srcs));
     struct blk_req *reqs = fs_malloc(fs, cap * sizeof(*reqs));
     struct blk_req **rp = fs_malloc(fs, cap * sizeof(*rp));
-    /* small runs (fsync) reuse the thread's buffer; a checkpoint's big batches allocate */
+    /* Compressed blocks only (plain clusters go out from their pages, referenced until
+     * written): small runs (fsync) reuse the thread's buffer; a checkpoint's big batches
+     * allocate, and touch only the pages compressed data lands in. */
     bool own = cap * BLK > (1u << 20);
     uint8_t *out = own ? blk_alloc_buf(cap * BLK) : thread_buf(fs, 2, cap * BLK);
-    if (!run || !addrs || !reqs || !rp || !out) {
+    if (!run || !addrs || !srcs || !reqs || !rp || !out) {
         err = -ENOMEM;
         for (size_t i = 0; i < n; i++)
             pcache_put(fs->cache, pages[i]);
@@ -1003,7 +1053,7 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
         memcpy(run, pages, n * sizeof(*run));
         m = cluster_gather(fs, &ii, ipage, run, n, cap, &err);
         if (!err)
-            err = cluster_assign_blocks(fs, &ii, ipage, run, m, addrs, out, &done);
+            err = cluster_assign_blocks(fs, &ii, ipage, run, m, addrs, out, srcs, &done);
     }
     /* What was assigned is written even after an error: its pointers changed. */
     unsigned nreq = 0;
@@ -1011,7 +1061,7 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
         if (!addrs[i])
             continue;
         if (nreq && addrs[i] == addrs[i - 1] + 1 &&
-            (uint8_t *)reqs[nreq - 1].buf + reqs[nreq - 1].len == out + i * BLK) {
+            (const uint8_t *)reqs[nreq - 1].buf + reqs[nreq - 1].len == srcs[i]) {
             reqs[nreq - 1].len += BLK;
             continue;
         }
@@ -1019,7 +1069,7 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
                                       .prio = prio,
                                       .off = (uint64_t)addrs[i] * BLK,
                                       .len = BLK,
-                                      .buf = out + i * BLK};
+                                      .buf = (void *)srcs[i]};
         rp[nreq] = &reqs[nreq];
         nreq++;
     }
@@ -1034,6 +1084,7 @@ int cluster_writeback_run(struct f2fuse *fs, uint32_t ino, struct page **pages, 
     fscrypt_ikey_put(fs, key);
     free(run);
     free(addrs);
+    free(srcs);
     free(reqs);
     free(rp);
     if (own)

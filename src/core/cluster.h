@@ -59,12 +59,14 @@ size_t cluster_gather(struct f2fuse *fs, const struct inode_info *ii, struct pag
 /* Gives the gathered pages' clusters their blocks: a full cluster inside the file stored
  * compressed when that saves a block (COMPRESS_ADDR, its compressed blocks, NEW_ADDR
  * spare slots), any other plain (a formerly compressed one losing its slots past EOF).
- * addrs[i] is where out + i * 4096 is to be written, 0 for nothing (a cluster's first
- * slot, spare slots, pages past EOF).  i_blocks, i_compr_blocks, the valid and reserved
+ * addrs[i] is where block i is to be written, 0 for nothing (a cluster's first slot,
+ * spare slots, pages past EOF); its contents are at out + i * 4096, or, with srcs, at
+ * srcs[i]: a plain cluster's own pages (not copied; they must stay unchanged until
+ * written), compressed blocks in out.  i_blocks, i_compr_blocks, the valid and reserved
  * counts and quota stay exact.  *done: pages handled (whole clusters), also on error. */
 int cluster_assign_blocks(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
                           struct page *const *pages, size_t n, uint32_t *addrs, uint8_t *out,
-                          size_t *done);
+                          const void **srcs, size_t *done);
 /* All of writeback for one run of a compressed file's dirty pages (sorted, referenced; every
  * one is put): gathered, assigned, written at prio and waited for, marked clean.  The
  * pages it wrote are added to *written.  Holds the inode's stripe. */

@@ -215,7 +215,7 @@ static size_t chunk_add_pages(struct f2fuse *fs, struct wb_slot *s, uint32_t ino
         n = cluster_gather(fs, &ii, ipage, pages, n, room, err);
         if (!*err)
             *err = cluster_assign_blocks(fs, &ii, ipage, pages, n, s->addrs + at,
-                                         s->buf + at * F2FS_BLKSIZE, &assigned);
+                                         s->buf + at * F2FS_BLKSIZE, NULL, &assigned);
         pcache_mark_clean_many(fs->cache, pages, s->addrs + at, assigned);
         pcache_put(fs->cache, ipage);
     } else if (!*err) {
