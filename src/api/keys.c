@@ -11,6 +11,7 @@
 
 #include "api/api.h"
 #include "api/keys.h"
+#include "util/parse.h"
 
 int f2fuse_key_add(struct f2fuse *fs, const uint8_t *raw, size_t len, const uint8_t *desc,
                    struct f2fuse_key_info *info)
@@ -28,23 +29,13 @@ int f2fuse_key_list(struct f2fuse *fs, f2fuse_key_fn fn, void *arg)
     return fscrypt_key_list(fs, fn, arg);
 }
 
-static int hex_value(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 ssize_t keys_hex_decode(const char *hex, size_t len, uint8_t *out, size_t max)
 {
     if (len % 2 || len / 2 > max)
         return -EINVAL;
     for (size_t i = 0; i < len; i += 2) {
-        int hi = hex_value((unsigned char)hex[i]), lo = hex_value((unsigned char)hex[i + 1]);
+        int hi = parse_hex_digit((unsigned char)hex[i]),
+            lo = parse_hex_digit((unsigned char)hex[i + 1]);
         if (hi < 0 || lo < 0)
             return -EINVAL;
         out[i / 2] = (uint8_t)(hi << 4 | lo);

@@ -6,6 +6,8 @@
 #include <openssl/crypto.h>
 #include <string.h>
 
+#include "util/parse.h"
+
 #define FSCRYPT_KEY_MAX 64
 
 static void put_hex(FILE *out, const uint8_t *b, size_t n)
@@ -14,26 +16,17 @@ static void put_hex(FILE *out, const uint8_t *b, size_t n)
         fprintf(out, "%02x", b[i]);
 }
 
-static int hex_value(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The hex word at *p (advanced past it and the spaces after): its byte count, or -1. */
 static int hex_word(const char **p, uint8_t *out, size_t max)
 {
     size_t n = 0;
     const char *s = *p;
-    for (; hex_value((unsigned char)s[0]) >= 0 && hex_value((unsigned char)s[1]) >= 0; s += 2) {
+    for (; parse_hex_digit((unsigned char)s[0]) >= 0 && parse_hex_digit((unsigned char)s[1]) >= 0;
+         s += 2) {
         if (n == max)
             return -1;
-        out[n++] = (uint8_t)(hex_value((unsigned char)s[0]) << 4 | hex_value((unsigned char)s[1]));
+        out[n++] = (uint8_t)(parse_hex_digit((unsigned char)s[0]) << 4 |
+                             parse_hex_digit((unsigned char)s[1]));
     }
     if (*s && *s != ' ')
         return -1;

@@ -25,3 +25,14 @@ int parse_size(const char *text, uint64_t *out)
     *out = (uint64_t)n << shift;
     return 0;
 }
+
+int parse_hex_digit(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
