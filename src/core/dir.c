@@ -655,18 +655,26 @@ int dir_add_recorded(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
     return err;
 }
 
-int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
-                     const char *name, size_t len, uint32_t *ino)
+/* Where name's entry is, for a change: 0, -ENOENT or another error. */
+static int locate_name(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const char *name, size_t len, struct dentry_loc *loc)
 {
     struct dir_name dn;
     int err = dir_name_init(fs, dir, dpage, name, len, &dn);
     if (err)
         return err;
-    struct dentry_loc loc;
-    int found = find_entry(fs, dir, dpage, &dn, &loc);
+    int found = find_entry(fs, dir, dpage, &dn, loc);
     dir_name_release(fs, &dn);
-    if (found <= 0)
-        return found ? found : -ENOENT;
+    return found > 0 ? 0 : found ? found : -ENOENT;
+}
+
+int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage,
+                     const char *name, size_t len, uint32_t *ino)
+{
+    struct dentry_loc loc;
+    int err = locate_name(fs, dir, dpage, name, len, &loc);
+    if (err)
+        return err;
     if (ino)
         *ino = le32(loc.v.dentry[loc.slot].ino);
     clear_entry(&loc.v, loc.slot);
@@ -684,15 +692,10 @@ int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
 int dir_set_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpage, const char *name,
                   size_t len, uint32_t ino, uint16_t mode)
 {
-    struct dir_name dn;
-    int err = dir_name_init(fs, dir, dpage, name, len, &dn);
+    struct dentry_loc loc;
+    int err = locate_name(fs, dir, dpage, name, len, &loc);
     if (err)
         return err;
-    struct dentry_loc loc;
-    int found = find_entry(fs, dir, dpage, &dn, &loc);
-    dir_name_release(fs, &dn);
-    if (found <= 0)
-        return found ? found : -ENOENT;
     loc.v.dentry[loc.slot].ino = htole32(ino);
     loc.v.dentry[loc.slot].file_type = dir_file_type(mode);
     pcache_mark_dirty(fs->cache, loc.page ? loc.page : dpage);
