@@ -744,6 +744,9 @@ static struct nbd_handle *start_connect(struct nbd_backend *nb, bool log_failure
     nbd_set_uri_allow_local_file(h, true);
     /* reads fill every byte or fail: libnbd need not zero the buffer first */
     nbd_set_pread_initialize(h, false);
+    /* simple replies: a read's reply is a header and the data, two receives; a structured
+     * one takes four (bench/nbd), and f2fuse uses nothing only they carry */
+    nbd_set_request_structured_replies(h, false);
     if (nbd_aio_connect_uri(h, nb->uri) < 0) {
         if (log_failure)
             log_err("cannot connect to %s: %s", nb->uri, libnbd_error());
