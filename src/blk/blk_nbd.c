@@ -84,7 +84,7 @@ struct nbd_waiter {
     bool done;                /* io finished: the waiter completes it */
     bool asleep;              /* in sem_wait, on nb->sleepers */
     struct nbd_waiter *next;  /* on nb->sleepers, then on nb->to_post */
-    struct nbd_conn *reading; /* the connection it was last the reader of */
+    struct nbd_conn *reading; /* the connection it was made the reader of (if it still is) */
 };
 
 /* One caller request on its way, split into parts of at most max_payload bytes; or a run
@@ -409,10 +409,13 @@ static void issue(struct nbd_backend *nb, struct nbd_conn *c, struct nbd_io *io)
     if (c->inflight++ == 0)
         c->last_progress_ns = clock_mono_ns();
     if (!c->reader && !c->poller_reads) {
-        /* nobody reads it: the waiter does, or the poller */
+        /* nobody reads it: the waiter does (unless it still reads another), else the poller;
+         * noted on both sides, so that the waiter lets it go even if its request fails
+         * right here */
         struct nbd_waiter *w = io->waiter;
-        if (w) {
+        if (w && !w->reading) {
             c->reader = w;
+            w->reading = c;
             if (w->asleep)
                 wake_waiter(nb, w);
         } else {
@@ -653,6 +656,7 @@ static void leave_reader(struct nbd_backend *nb, struct nbd_waiter *w)
     for (struct nbd_waiter *x = nb->sleepers; x; x = x->next)
         if (x->io->conn == c) {
             c->reader = x;
+            x->reading = c;
             wake_waiter(nb, x);
             return;
         }
