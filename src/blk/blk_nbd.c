@@ -518,13 +518,14 @@ static void pump(struct nbd_backend *nb)
     settle(nb);
 }
 
-/* Whether a connection the poller reads has a request still to send, for which it has to
- * wait until the socket has room (a waiter that reads one sees to that itself). */
+/* Whether a connection has a request still to send, for which the poller has to wait until
+ * the socket has room (on one a waiter reads too: another thread's write must not wait for
+ * that waiter's reply to come in). */
 static bool wants_write(struct nbd_backend *nb)
 {
     for (unsigned i = 0; i < nb->nconn; i++) {
         struct nbd_conn *c = &nb->conn[i];
-        if (c->h && (c->state == CONN_CONNECTING || c->poller_reads) &&
+        if (c->h && c->state != CONN_DOWN &&
             (nbd_aio_get_direction(c->h) & LIBNBD_AIO_DIRECTION_WRITE))
             return true;
     }
@@ -624,14 +625,16 @@ static int nbd_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
     return 0;
 }
 
-/* c's socket showed revents: lets libnbd read or write what it can, and drops the
- * connection when that failed or the server closed it. */
-static void conn_notify(struct nbd_backend *nb, struct nbd_conn *c, short revents)
+/* c's socket showed revents: lets libnbd read (when may_read: only c's reader reads a
+ * socket that works) or write what it can, and drops the connection when that failed or the
+ * server closed it. */
+static void conn_notify(struct nbd_backend *nb, struct nbd_conn *c, short revents, bool may_read)
 {
     /* the direction may have changed since: ask again, as libnbd says */
     unsigned dir = (unsigned)nbd_aio_get_direction(c->h);
     int ret = 0;
-    if ((dir & LIBNBD_AIO_DIRECTION_READ) && (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)))
+    if (may_read && (dir & LIBNBD_AIO_DIRECTION_READ) &&
+        (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)))
         ret = nbd_aio_notify_read(c->h);
     else if ((dir & LIBNBD_AIO_DIRECTION_WRITE) && (revents & (POLLOUT | POLLERR)))
         ret = nbd_aio_notify_write(c->h);
@@ -681,7 +684,7 @@ static void read_step(struct nbd_backend *nb, struct nbd_waiter *w, struct nbd_c
     int r = poll(&pfd, 1, -1);
     pthread_mutex_lock(&nb->lock);
     if (r > 0 && c->reader == w && c->state == CONN_READY && c->h)
-        conn_notify(nb, c, pfd.revents);
+        conn_notify(nb, c, pfd.revents, true);
     pump(nb); /* a reply made room: what the queue holds goes out */
 }
 
@@ -893,15 +896,21 @@ static void *poller_main(void *arg)
         }
         for (unsigned i = 0; i < nb->nconn; i++) {
             struct nbd_conn *c = &nb->conn[i];
-            if (!c->h || c->state == CONN_DOWN || c->reader)
-                continue; /* a waiter reads it */
+            if (!c->h || c->state == CONN_DOWN)
+                continue;
             int fd = nbd_aio_get_fd(c->h);
             if (fd < 0)
                 continue;
             short events = POLLRDHUP; /* idle: only the server closing it */
-            if (c->state == CONN_READY && c->inflight)
+            if (c->reader) {
+                /* a waiter reads it; the poller only sends what waits for room */
+                if (!(nbd_aio_get_direction(c->h) & LIBNBD_AIO_DIRECTION_WRITE))
+                    continue;
+                events = POLLOUT;
+            }
+            if (c->state == CONN_READY && c->inflight && !c->reader)
                 c->poller_reads = true; /* (it does already) */
-            if (c->state == CONN_CONNECTING || c->poller_reads) {
+            if (c->state == CONN_CONNECTING || (c->poller_reads && !c->reader)) {
                 unsigned dir = (unsigned)nbd_aio_get_direction(c->h);
                 events = (short)((dir & LIBNBD_AIO_DIRECTION_READ ? POLLIN : 0) |
                                  (dir & LIBNBD_AIO_DIRECTION_WRITE ? POLLOUT : 0));
@@ -926,8 +935,11 @@ static void *poller_main(void *arg)
         now = clock_mono_ns();
         for (unsigned i = 0; r > 0 && i < n; i++) {
             struct nbd_conn *c = who[i];
-            if (c->h && pfd[i].revents && !c->reader) /* a waiter took it meanwhile */
-                conn_notify(nb, c, pfd[i].revents);
+            /* a waiter may have taken it meanwhile: it reads the replies, unless the socket
+             * failed (which wakes the waiter too) */
+            if (c->h && pfd[i].revents)
+                conn_notify(nb, c, pfd[i].revents,
+                            !c->reader || (pfd[i].revents & (POLLHUP | POLLERR)));
         }
         for (unsigned i = 0; i < nb->nconn; i++)
             if (nb->conn[i].state == CONN_CONNECTING)

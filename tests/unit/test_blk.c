@@ -1066,8 +1066,9 @@ static struct {
     char uri[160];
 } nbd;
 
-/* nbdkit -U SOCK memory 16M; false (and a note) where it cannot run. */
-static bool nbd_server_start(void)
+/* nbdkit -U SOCK memory 32M, reads taking 3 s each when slow_reads (the delay filter); false
+ * (and a note) where it cannot run. */
+static bool nbd_server_start(bool slow_reads)
 {
     snprintf(nbd.sock, sizeof(nbd.sock), "/tmp/test_blk-nbd.%d.sock", (int)getpid());
     snprintf(nbd.uri, sizeof(nbd.uri), "nbd+unix:///?socket=%s", nbd.sock);
@@ -1077,8 +1078,12 @@ static bool nbd_server_start(void)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        execlp("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", nbd.sock, "memory", "16M",
-               (char *)NULL);
+        if (slow_reads)
+            execlp("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", nbd.sock, "--filter=delay",
+                   "memory", "32M", "delay-read=3", (char *)NULL);
+        else
+            execlp("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", nbd.sock, "memory", "32M",
+                   (char *)NULL);
         _exit(127);
     }
     for (int i = 0; nbd.pid > 0 && i < 1000; i++) {
@@ -1149,7 +1154,7 @@ static const struct blk_layer_ops thread_note_ops = {.name = "thread-note",
                                                      .complete = note_complete,
                                                      .destroy = note_destroy};
 
-#define NBD_NOTE_AT ((16u << 20) - BLK) /* past every worker's blocks below */
+#define NBD_NOTE_AT ((32u << 20) - BLK) /* past every worker's blocks below */
 
 /* A caller blocked on one request reads the reply itself: the read, the write and the flush
  * complete in its own thread, not in the backend's poller. */
@@ -1264,6 +1269,46 @@ static void test_nbd_concurrent_waiters(void)
     }
 }
 
+struct slow_reader {
+    struct blk_dev *dev;
+    atomic_bool done;
+    int err;
+};
+
+static void *slow_reader_main(void *arg)
+{
+    struct slow_reader *sr = arg;
+    uint8_t *buf = blk_alloc_buf(BLK);
+    sr->err = blk_read(sr->dev, 0, buf, BLK);
+    atomic_store(&sr->done, true);
+    free(buf);
+    return NULL;
+}
+
+/* A caller waiting for a slow read reads that connection; a large async write sent on it
+ * meanwhile (far more than the socket holds) must go out as the socket drains, not when the
+ * reader's reply comes 3 s later: the write completes while the read still waits. */
+static void test_nbd_write_beside_slow_read(void)
+{
+    struct blk_dev *dev = nbd_open(1);
+    if (!dev)
+        return;
+    struct slow_reader sr = {.dev = dev};
+    pthread_t th;
+    pthread_create(&th, NULL, slow_reader_main, &sr);
+    for (int i = 0; i < 500 && stat_of(dev, "blk.inflight") == 0; i++)
+        usleep(1000); /* until the read is out */
+    const uint64_t len = 16u << 20;
+    uint8_t *buf = blk_alloc_buf(len);
+    memset(buf, 0x3c, len);
+    CHECK_EQ(run_async(dev, BLK_WRITE, 1u << 20, len, buf), (int64_t)len);
+    CHECK(!atomic_load(&sr.done));
+    pthread_join(th, NULL);
+    CHECK_EQ(sr.err, 0);
+    free(buf);
+    blk_close(dev);
+}
+
 int main(void)
 {
     const char *seed_env = getenv("F2FUSE_SEED");
@@ -1301,7 +1346,7 @@ int main(void)
     printf("== fallbacks\n");
     RUN(test_tmpfs_falls_back);
     RUN(test_refused_direct_falls_back);
-    if (nbd_server_start()) {
+    if (nbd_server_start(false)) {
         struct blk_dev *probe = NULL;
         struct blk_options o = {.net_timeout = 10};
         int err = blk_open(nbd.uri, &o, &probe);
@@ -1314,6 +1359,9 @@ int main(void)
             printf("== nbd\n");
             RUN(test_nbd_waited_on_own_thread);
             RUN(test_nbd_concurrent_waiters);
+            nbd_server_stop();
+            if (nbd_server_start(true))
+                RUN(test_nbd_write_beside_slow_read);
         }
         nbd_server_stop();
     }
