@@ -14,6 +14,8 @@ Configurations, per added latency (nbdkit's delay filter on reads and writes: 0,
   f2fuse file      f2fuse -o rw IMAGE (io_uring backend, O_DIRECT): no latency row of its own
   f2fuse nbd       the same image served by nbdkit's file plugin on a unix socket
   fio nbd          fio --ioengine=nbd on the raw export served the same way
+  f2fuse nbd (baseline)  with NBD_BENCH_BASELINE_BIN: another f2fuse binary (say, a build of
+                   the last commit) on the same export, in the same interleaved runs
 Repetitions are interleaved (every configuration once, then again), and the table shows
 medians with the ratio f2fuse nbd / fio nbd.  Target: >= 75 % of fio nbd on 4 KiB random reads
 at QD32 without added latency.
@@ -49,12 +51,13 @@ QD = int(env("QD", "32"))
 FILE_MIB = int(env("FILE_MIB", "256"))
 DELAYS = [int(x) for x in env("DELAYS", "0" if QUICK else "0,1,5").split(",")]
 EXTRA_OPTS = env("OPTS", "")
+BASELINE_BIN = env("BASELINE_BIN", "")
 ROWS = [("randread", "4k randread", "randread", "4k"),
         ("randwrite", "4k randwrite", "randwrite", "4k"),
         ("read128k", "128k read", "read", "128k"),
         ("write128k", "128k write", "write", "128k")]
 ROWS = [r for r in ROWS if r[0] in env("ROWS", ",".join(r[0] for r in ROWS)).split(",")]
-ONLY = env("CONFIGS", "memfs,f2fuse file,f2fuse nbd,fio nbd").split(",")
+ONLY = env("CONFIGS", "memfs,f2fuse file,f2fuse nbd,f2fuse nbd (baseline),fio nbd").split(",")
 MEMFS = os.path.join(ROOT, "build/bench/fio/memfs")
 
 
@@ -83,11 +86,11 @@ def delay_filter(ms):
 class F2fuseMount:
     """f2fuse mounted on source (the file or a URI), the test file laid out already."""
 
-    def __init__(self, d, source, name):
+    def __init__(self, d, source, name, binary=F2FUSE):
         self.mnt = os.path.join(d, "mnt-" + name)
         os.makedirs(self.mnt, exist_ok=True)
         opts = "rw,cache_size=8M" + ("," + EXTRA_OPTS if EXTRA_OPTS else "")
-        self.proc = subprocess.Popen([F2FUSE, "-f", "-o", opts, source, self.mnt],
+        self.proc = subprocess.Popen([binary, "-f", "-o", opts, source, self.mnt],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for _ in range(400):
             if f2test.is_mounted(self.mnt):
@@ -157,6 +160,8 @@ def main():
         configs = [("memfs", None, 0), ("f2fuse file", None, 0)]
         for ms in DELAYS:
             configs += [("f2fuse nbd", "f2fs", ms), ("fio nbd", "raw", ms)]
+            if BASELINE_BIN:
+                configs.insert(-1, ("f2fuse nbd (baseline)", "f2fs", ms))
         configs = [c for c in configs if c[0] in ONLY]
         print("nbd bench: fio io_uring O_DIRECT QD%d, %d s per run, %d rep(s) interleaved, "
               "delays %s ms (machine shared with other jobs: noisy)" % (QD, SECS, REPS, DELAYS),
@@ -171,11 +176,12 @@ def main():
                                               filters=filters, name="srv").start()
                     mnt = MemfsMount(d) if name == "memfs" else None
                     if name.startswith("f2fuse"):
-                        mnt = F2fuseMount(d, server.uri() if server else img, "run")
+                        binary = os.path.abspath(BASELINE_BIN) if "baseline" in name else F2FUSE
+                        mnt = F2fuseMount(d, server.uri() if server else img, "run", binary)
                     for key, label, rw, bs in ROWS:
                         iops, bw = mnt.fio(rw, bs) if mnt else fio_nbd(server.uri(), rw, bs)
                         results.setdefault((name, ms, key), []).append((iops, bw))
-                        print("  rep %d %-12s delay %d ms %-13s %9.0f IOPS %8.1f MB/s" % (
+                        print("  rep %d %-21s delay %d ms %-13s %9.0f IOPS %8.1f MB/s" % (
                             rep, name, ms, label, iops, bw / 1e6), flush=True)
                     if mnt:
                         mnt.close()
@@ -194,8 +200,9 @@ def main():
              "Machine shared with other jobs. fsck after the runs: %s." % (
                  QD, SECS, REPS, FILE_MIB, "clean" if ok else "NOT clean"), "",
              "| workload | added latency | memfs (FUSE ceiling) | f2fuse file | f2fuse nbd | fio nbd "
-             "| f2fuse nbd / fio nbd | memfs / fio nbd |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| f2fuse nbd / fio nbd | memfs / fio nbd |" + (
+                 " f2fuse nbd (baseline) | baseline / fio nbd |" if BASELINE_BIN else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if BASELINE_BIN else "")]
     for key, label, rw, bs in ROWS:
         unit = "IOPS" if bs == "4k" else "MB/s"
         for ms in DELAYS:
@@ -211,8 +218,12 @@ def main():
             mv, ms_ = cell("memfs", 0) if ms == 0 else (None, "—")
             ratio = "%.0f%%" % (100 * nv / cv) if nv and cv else "—"
             ceiling = "%.0f%%" % (100 * mv / cv) if mv and cv else "—"
-            lines.append("| %s | %d ms | %s | %s | %s | %s | %s | %s |" % (
-                label, ms, ms_, fs, ns, cs, ratio, ceiling))
+            row = "| %s | %d ms | %s | %s | %s | %s | %s | %s |" % (
+                label, ms, ms_, fs, ns, cs, ratio, ceiling)
+            if BASELINE_BIN:
+                bv, bs_ = cell("f2fuse nbd (baseline)", ms)
+                row += " %s | %s |" % (bs_, "%.0f%%" % (100 * bv / cv) if bv and cv else "—")
+            lines.append(row)
     rr = med.get(("f2fuse nbd", 0, "randread")), med.get(("fio nbd", 0, "randread"))
     if rr[0] and rr[1]:
         pct = 100 * rr[0][0] / rr[1][0]

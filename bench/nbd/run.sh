@@ -10,6 +10,10 @@
 #   NBD_BENCH_DELAYS    added latencies in ms, comma-separated (default 0,1,5)
 #   NBD_BENCH_FILE_MIB  size of the file read and written (default 256)
 #   NBD_BENCH_OPTS      extra f2fuse -o options (connections=4, queue_depth=...)
+#   NBD_BENCH_BASELINE_BIN  another f2fuse binary (say, a build of the last commit) measured
+#                       on the same export in the same interleaved runs, as a column of its own
+#   NBD_BENCH_ROWS      workloads, comma-separated (randread,randwrite,read128k,write128k)
+#   NBD_BENCH_CONFIGS   columns to run (memfs,f2fuse file,f2fuse nbd,fio nbd)
 #   QUICK=1             one repetition, no added latency, 4 s runs
 # Writes bench/results/nbd.md.
 set -euo pipefail

@@ -2,12 +2,19 @@
  * asynchronous API (nbd://, nbds://, nbd+unix:// URIs as libnbd parses them).
  *
  * Threads: any thread submits, calling nbd_aio_* itself under nb->lock (the request goes out
- * on the socket at once when it has room).  One thread of ours, the poller, waits on every
- * connection's socket, moves libnbd's state machine along and reconnects.  libnbd calls the
- * completion callbacks inside whichever nbd_* call read the reply (or found the connection
- * dead), so always under nb->lock; they only record the outcome.  The caller of that libnbd
- * call then sorts the finished requests (settle: done, retried or failed) and, after
- * dropping the lock, completes them: done() never runs under the lock.
+ * on the socket at once when it has room).  Each connection's replies are read by one
+ * thread at a time, its reader: a caller blocked on its one request (submit_waited) reads
+ * the connection that request went out on itself, as a pread would, when nobody else reads
+ * it; otherwise it sleeps and the reader hands it its finished request, which it completes
+ * in its own thread.  One thread of ours, the poller, reads the connections that carry only
+ * requests nobody waits on, takes over a connection its waiting reader leaves with requests
+ * in flight and no waiter to hand it to, watches idle connections for the server closing
+ * them, reconnects and keeps the timers.  libnbd calls the completion callbacks inside
+ * whichever nbd_* call read the reply (or found the connection dead), so always under
+ * nb->lock; they only record the outcome.  The caller of that libnbd call then sorts the
+ * finished requests (settle: done, retried or failed) and, after dropping the lock,
+ * completes them: done() never runs under the lock, and a waiter's thread runs no done()
+ * but its own (it may hold locks another request's done() takes).
  *
  * Faults.  A connection that dies (reset, server gone, no reply for net_timeout) is
  * replaced: every request that was on it runs again on the new one, with a backoff between
@@ -34,6 +41,7 @@
 
 #include <libnbd.h>
 #include <poll.h>
+#include <semaphore.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,9 +59,15 @@
 
 enum conn_state { CONN_DOWN, CONN_CONNECTING, CONN_READY };
 
+struct nbd_waiter;
+
 struct nbd_conn {
     struct nbd_handle *h; /* NULL while down */
     enum conn_state state;
+    /* Who reads the replies of a ready connection with requests in flight: a waiter, or the
+     * poller (poller_reads); neither while it is idle. */
+    struct nbd_waiter *reader;
+    bool poller_reads;
     unsigned inflight;         /* requests issued on h whose callbacks have not all come */
     uint64_t last_progress_ns; /* the last reply, or when inflight left 0 */
     uint64_t last_write_seq;   /* nb->writes_done when a write last completed here */
@@ -61,18 +75,30 @@ struct nbd_conn {
 };
 
 struct nbd_backend;
+struct nbd_io;
+
+/* A caller blocked in submit_waited until its one request is done; on its stack. */
+struct nbd_waiter {
+    struct nbd_io *io;
+    sem_t wake;               /* posted after the lock is dropped: look again */
+    bool done;                /* io finished: the waiter completes it */
+    bool asleep;              /* in sem_wait, on nb->sleepers */
+    struct nbd_waiter *next;  /* on nb->sleepers, then on nb->to_post */
+    struct nbd_conn *reading; /* the connection it was made the reader of (if it still is) */
+};
 
 /* One caller request on its way, split into parts of at most max_payload bytes; or a run
  * of adjacent reads or writes sent as one command through a bounce buffer (a 128 KiB read
  * of 32 blocks is one round trip, not 32). */
 struct nbd_io {
     struct nbd_backend *nb;
-    struct blk_req *req;   /* the request, or a run's first */
-    struct nbd_conn *conn; /* where it runs; NULL while queued */
-    uint64_t len;          /* bytes to move: a read stops at the end of the device */
-    int64_t result;        /* for the caller(s), once done */
-    uint8_t *bounce;       /* a run's data, NULL for one request */
-    unsigned nmembers;     /* a run's requests (1: none) */
+    struct nbd_waiter *waiter; /* blocked on it in submit_waited, or NULL */
+    struct blk_req *req;       /* the request, or a run's first */
+    struct nbd_conn *conn;     /* where it runs; NULL while queued */
+    uint64_t len;              /* bytes to move: a read stops at the end of the device */
+    int64_t result;            /* for the caller(s), once done */
+    uint8_t *bounce;           /* a run's data, NULL for one request */
+    unsigned nmembers;         /* a run's requests (1: none) */
     unsigned parts_left;
     int err;               /* the first failed part's errno */
     unsigned server_fails; /* runs the server failed with EIO */
@@ -98,9 +124,12 @@ struct nbd_backend {
     uint64_t export_size;
     bool can_flush, can_fua, can_trim;
     uint64_t max_payload;
-    struct nbd_list queue;    /* waiting for a connection, for room, or for their due time */
-    struct nbd_list finished; /* every part came back: for settle */
-    struct nbd_list done;     /* to complete once the lock is dropped */
+    struct nbd_list queue;       /* waiting for a connection, for room, or for their due time */
+    struct nbd_list finished;    /* every part came back: for settle */
+    struct nbd_list done;        /* to complete once the lock is dropped (not in a waiter) */
+    struct nbd_waiter *sleepers; /* waiters asleep, the latest first */
+    struct nbd_waiter *to_post;  /* waiters to wake once the lock is dropped */
+    bool kick;                   /* the poller has to look again */
     /* durability across reconnects (see the top) */
     uint64_t writes_done, flushed;
     bool lost_unflushed;
@@ -163,10 +192,30 @@ static int part_done(void *user_data, int *error)
     return 1;
 }
 
+/* w, asleep, wakes once the lock is dropped. */
+static void wake_waiter(struct nbd_backend *nb, struct nbd_waiter *w)
+{
+    for (struct nbd_waiter **p = &nb->sleepers; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    w->asleep = false;
+    w->next = nb->to_post;
+    nb->to_post = w;
+}
+
 static void finish(struct nbd_backend *nb, struct nbd_io *io, int64_t result)
 {
     io->result = result;
-    list_push(&nb->done, io);
+    struct nbd_waiter *w = io->waiter;
+    if (!w) {
+        list_push(&nb->done, io);
+        return;
+    }
+    w->done = true; /* its waiter completes it */
+    if (w->asleep)
+        wake_waiter(nb, w);
 }
 
 static void io_free(struct nbd_io *io)
@@ -205,12 +254,32 @@ static void complete_list(struct nbd_backend *nb, struct nbd_io *io)
     }
 }
 
-/* The done list and the lock dropped: completes what was done. */
+/* Drops the lock, then wakes the poller if it has to look again and the waiters told to;
+ * returns the done list when take_done, else leaves it to the poller. */
+static struct nbd_io *unlock_and_wake(struct nbd_backend *nb, bool take_done)
+{
+    struct nbd_io *done = take_done ? list_take_all(&nb->done) : NULL;
+    if (nb->done.head)
+        nb->kick = true;
+    struct nbd_waiter *post = nb->to_post;
+    nb->to_post = NULL;
+    bool kick = nb->kick;
+    nb->kick = false;
+    pthread_mutex_unlock(&nb->lock);
+    if (kick)
+        wake_poller(nb);
+    while (post) {
+        struct nbd_waiter *next = post->next; /* post may be gone once it runs */
+        sem_post(&post->wake);
+        post = next;
+    }
+    return done;
+}
+
+/* The lock dropped: completes what was done. */
 static void unlock_and_complete(struct nbd_backend *nb)
 {
-    struct nbd_io *done = list_take_all(&nb->done);
-    pthread_mutex_unlock(&nb->lock);
-    complete_list(nb, done);
+    complete_list(nb, unlock_and_wake(nb, true));
 }
 
 static void queue_retry(struct nbd_backend *nb, struct nbd_io *io, uint64_t due)
@@ -229,6 +298,8 @@ static void conn_lost(struct nbd_backend *nb, struct nbd_conn *c, const char *wh
     if (c->state != CONN_READY)
         return;
     c->state = CONN_DOWN;
+    c->reader = NULL; /* a waiter reading it wakes (the socket goes) and looks again */
+    c->poller_reads = false;
     if (c->last_write_seq > nb->flushed)
         nb->lost_unflushed = true;
     log_warn("%s: connection %u lost (%s); reconnecting", nb->uri, (unsigned)(c - nb->conn), why);
@@ -248,6 +319,7 @@ static void conn_lost(struct nbd_backend *nb, struct nbd_conn *c, const char *wh
     for (unsigned i = 0; i < nb->nconn; i++)
         any_ready |= nb->conn[i].state == CONN_READY;
     uint64_t now = clock_mono_ns();
+    nb->kick = true; /* to reconnect, when a waiter found it lost */
     if (!any_ready && !nb->down_since_ns) {
         nb->down_since_ns = now;
         nb->backoff_ns = BACKOFF_MIN_NS;
@@ -281,8 +353,10 @@ static void settle_list(struct nbd_backend *nb, struct nbd_io *io, uint64_t now)
         struct blk_req *req = io->req;
         int err = io->err;
         c->inflight--;
-        if (c->inflight == 0)
+        if (c->inflight == 0) {
             c->last_progress_ns = now;
+            c->poller_reads = false; /* idle: the next waiter may read it */
+        }
         if (!err) {
             int64_t result = 0;
             if (req->op == BLK_WRITE) {
@@ -334,6 +408,21 @@ static void issue(struct nbd_backend *nb, struct nbd_conn *c, struct nbd_io *io)
     io->err = 0;
     if (c->inflight++ == 0)
         c->last_progress_ns = clock_mono_ns();
+    if (!c->reader && !c->poller_reads) {
+        /* nobody reads it: the waiter does (unless it still reads another), else the poller;
+         * noted on both sides, so that the waiter lets it go even if its request fails
+         * right here */
+        struct nbd_waiter *w = io->waiter;
+        if (w && !w->reading) {
+            c->reader = w;
+            w->reading = c;
+            if (w->asleep)
+                wake_waiter(nb, w);
+        } else {
+            c->poller_reads = true;
+            nb->kick = true;
+        }
+    }
     io->parts_left = 1; /* held until every part is sent */
     nbd_completion_callback cb = {.callback = part_done, .user_data = io};
     uint64_t base = nb->dev->window_start + req->off;
@@ -429,6 +518,9 @@ static void pump(struct nbd_backend *nb)
     settle(nb);
 }
 
+/* Whether a connection has a request still to send, for which the poller has to wait until
+ * the socket has room (on one a waiter reads too: another thread's write must not wait for
+ * that waiter's reply to come in). */
 static bool wants_write(struct nbd_backend *nb)
 {
     for (unsigned i = 0; i < nb->nconn; i++) {
@@ -486,12 +578,25 @@ static struct nbd_io *io_new(struct nbd_backend *nb, struct blk_req **reqs, unsi
     return io;
 }
 
+/* Sends io now, or queues it behind what waits already (order is kept) for the poller. */
+static void start(struct nbd_backend *nb, struct nbd_io *io)
+{
+    struct nbd_conn *c = NULL;
+    if (nb->gone) {
+        finish(nb, io, -EIO);
+    } else if (nb->queue.head || !(c = pick_conn(nb))) {
+        list_push(&nb->queue, io);
+        nb->kick = true;
+    } else {
+        issue(nb, c, io);
+    }
+}
+
 static int nbd_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
 {
     struct nbd_backend *nb = dev->backend;
     struct blk_req *no_memory = NULL; /* chained through next */
     pthread_mutex_lock(&nb->lock);
-    bool kick = false;
     for (unsigned i = 0, k; i < n; i += k) {
         k = local_result(nb, reqs[i]) == 1 ? run_length(nb, reqs + i, n - i) : 1;
         struct nbd_io *io = io_new(nb, reqs + i, k);
@@ -503,29 +608,131 @@ static int nbd_submit(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
             continue;
         }
         int64_t local = k == 1 ? local_result(nb, io->req) : 1;
-        struct nbd_conn *c = NULL;
-        if (local != 1) {
+        if (local != 1)
             finish(nb, io, local);
-        } else if (nb->gone) {
-            finish(nb, io, -EIO);
-        } else if (nb->queue.head || !(c = pick_conn(nb))) {
-            list_push(&nb->queue, io); /* behind what waits already: order is kept */
-            kick = true;
-        } else {
-            issue(nb, c, io);
-        }
+        else
+            start(nb, io);
     }
     settle(nb);
-    kick |= wants_write(nb);
+    nb->kick |= wants_write(nb);
     unlock_and_complete(nb);
-    if (kick)
-        wake_poller(nb);
     while (no_memory) {
         struct blk_req *next = no_memory->next;
         no_memory->result = -ENOMEM;
         blk_req_complete(dev, no_memory);
         no_memory = next;
     }
+    return 0;
+}
+
+/* c's socket showed revents: lets libnbd read (when may_read: only c's reader reads a
+ * socket that works) or write what it can, and drops the connection when that failed or the
+ * server closed it. */
+static void conn_notify(struct nbd_backend *nb, struct nbd_conn *c, short revents, bool may_read)
+{
+    /* the direction may have changed since: ask again, as libnbd says */
+    unsigned dir = (unsigned)nbd_aio_get_direction(c->h);
+    int ret = 0;
+    if (may_read && (dir & LIBNBD_AIO_DIRECTION_READ) &&
+        (revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)))
+        ret = nbd_aio_notify_read(c->h);
+    else if ((dir & LIBNBD_AIO_DIRECTION_WRITE) && (revents & (POLLOUT | POLLERR)))
+        ret = nbd_aio_notify_write(c->h);
+    char why[256] = "closed by the server";
+    if (ret < 0)
+        snprintf(why, sizeof(why), "%s", libnbd_error()); /* before the next libnbd call */
+    if (c->state == CONN_READY && (ret < 0 || conn_broken(c)))
+        conn_lost(nb, c, why);
+}
+
+/* w stops reading the connection it read, if it still does: a waiter asleep on a request
+ * in flight there reads on, else the poller does. */
+static void leave_reader(struct nbd_backend *nb, struct nbd_waiter *w)
+{
+    struct nbd_conn *c = w->reading;
+    w->reading = NULL;
+    if (!c || c->reader != w)
+        return;
+    c->reader = NULL;
+    if (c->state != CONN_READY || !c->inflight)
+        return;
+    for (struct nbd_waiter *x = nb->sleepers; x; x = x->next)
+        if (x->io->conn == c) {
+            c->reader = x;
+            x->reading = c;
+            wake_waiter(nb, x);
+            return;
+        }
+    c->poller_reads = true;
+    nb->kick = true;
+}
+
+/* w, the reader of c (ready), waits for c's socket with the lock dropped, then lets libnbd
+ * read the reply (its own or another's) and sends what waits for room. */
+static void read_step(struct nbd_backend *nb, struct nbd_waiter *w, struct nbd_conn *c)
+{
+    unsigned dir = (unsigned)nbd_aio_get_direction(c->h);
+    struct pollfd pfd = {
+        .fd = nbd_aio_get_fd(c->h),
+        .events = (short)(POLLIN | (dir & LIBNBD_AIO_DIRECTION_WRITE ? POLLOUT : 0))};
+    if (pfd.fd < 0) {
+        conn_lost(nb, c, libnbd_error());
+        settle(nb);
+        return;
+    }
+    (void)unlock_and_wake(nb, false);
+    int r = poll(&pfd, 1, -1);
+    pthread_mutex_lock(&nb->lock);
+    if (r > 0 && c->reader == w && c->state == CONN_READY && c->h)
+        conn_notify(nb, c, pfd.revents, true);
+    pump(nb); /* a reply made room: what the queue holds goes out */
+}
+
+/* A caller blocked on one request: it reads the reply itself where nobody else reads that
+ * connection (a lone reader needs no other thread to wake it: one thread switch less than
+ * the poller's path each way), sleeps otherwise, and completes its request in its own
+ * thread.  Batches go the poller's way. */
+static int nbd_submit_waited(struct blk_dev *dev, struct blk_req **reqs, unsigned n)
+{
+    struct nbd_backend *nb = dev->backend;
+    if (n != 1 || local_result(nb, reqs[0]) != 1)
+        return nbd_submit(dev, reqs, n);
+    struct nbd_io *io = io_new(nb, reqs, 1);
+    if (!io)
+        return nbd_submit(dev, reqs, n); /* fails it there */
+    struct nbd_waiter w = {.io = io};
+    sem_init(&w.wake, 0, 0);
+    io->waiter = &w;
+    pthread_mutex_lock(&nb->lock);
+    start(nb, io);
+    settle(nb);
+    nb->kick |= wants_write(nb);
+    while (!w.done) {
+        struct nbd_conn *c = io->conn; /* NULL while queued */
+        if (w.reading && w.reading != c)
+            leave_reader(nb, &w);
+        if (c && c->state == CONN_READY && !c->reader && !c->poller_reads)
+            c->reader = &w;
+        if (c && c->state == CONN_READY && c->reader == &w) {
+            w.reading = c;
+            read_step(nb, &w, c);
+            continue;
+        }
+        /* another reads the reply, or it waits in the queue: until told to look again */
+        w.asleep = true;
+        w.next = nb->sleepers;
+        nb->sleepers = &w;
+        (void)unlock_and_wake(nb, false);
+        while (sem_wait(&w.wake) != 0) {
+            /* EINTR */
+        }
+        pthread_mutex_lock(&nb->lock);
+    }
+    leave_reader(nb, &w);
+    (void)unlock_and_wake(nb, false);
+    sem_destroy(&w.wake);
+    io->next = NULL;
+    complete_list(nb, io);
     return 0;
 }
 
@@ -544,6 +751,9 @@ static struct nbd_handle *start_connect(struct nbd_backend *nb, bool log_failure
     nbd_set_uri_allow_local_file(h, true);
     /* reads fill every byte or fail: libnbd need not zero the buffer first */
     nbd_set_pread_initialize(h, false);
+    /* simple replies: a read's reply is a header and the data, two receives; a structured
+     * one takes four (bench/nbd), and f2fuse uses nothing only they carry */
+    nbd_set_request_structured_replies(h, false);
     if (nbd_aio_connect_uri(h, nb->uri) < 0) {
         if (log_failure)
             log_err("cannot connect to %s: %s", nb->uri, libnbd_error());
@@ -688,18 +898,29 @@ static void *poller_main(void *arg)
             struct nbd_conn *c = &nb->conn[i];
             if (!c->h || c->state == CONN_DOWN)
                 continue;
-            unsigned dir = (unsigned)nbd_aio_get_direction(c->h);
             int fd = nbd_aio_get_fd(c->h);
             if (fd < 0)
                 continue;
-            pfd[n] = (struct pollfd){
-                .fd = fd,
-                .events = (short)((dir & LIBNBD_AIO_DIRECTION_READ ? POLLIN : 0) |
-                                  (dir & LIBNBD_AIO_DIRECTION_WRITE ? POLLOUT : 0))};
+            short events = POLLRDHUP; /* idle: only the server closing it */
+            if (c->reader) {
+                /* a waiter reads it; the poller only sends what waits for room */
+                if (!(nbd_aio_get_direction(c->h) & LIBNBD_AIO_DIRECTION_WRITE))
+                    continue;
+                events = POLLOUT;
+            }
+            if (c->state == CONN_READY && c->inflight && !c->reader)
+                c->poller_reads = true; /* (it does already) */
+            if (c->state == CONN_CONNECTING || (c->poller_reads && !c->reader)) {
+                unsigned dir = (unsigned)nbd_aio_get_direction(c->h);
+                events = (short)((dir & LIBNBD_AIO_DIRECTION_READ ? POLLIN : 0) |
+                                 (dir & LIBNBD_AIO_DIRECTION_WRITE ? POLLOUT : 0));
+            }
+            pfd[n] = (struct pollfd){.fd = fd, .events = events};
             who[n++] = c;
         }
         pfd[n] = (struct pollfd){.fd = nb->wake_fd, .events = POLLIN};
         uint64_t wake_at = next_wakeup(nb, now);
+        nb->kick = false; /* the set above is the latest */
         unlock_and_complete(nb);
 
         int ms = wake_at > now ? (int)((wake_at - now + NS_PER_MS - 1) / NS_PER_MS) : 0;
@@ -714,20 +935,11 @@ static void *poller_main(void *arg)
         now = clock_mono_ns();
         for (unsigned i = 0; r > 0 && i < n; i++) {
             struct nbd_conn *c = who[i];
-            if (!c->h || !pfd[i].revents)
-                continue;
-            /* the direction may have changed since: ask again, as libnbd says */
-            unsigned dir = (unsigned)nbd_aio_get_direction(c->h);
-            int ret = 0;
-            if ((dir & LIBNBD_AIO_DIRECTION_READ) &&
-                (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                ret = nbd_aio_notify_read(c->h);
-            else if ((dir & LIBNBD_AIO_DIRECTION_WRITE) && (pfd[i].revents & (POLLOUT | POLLERR)))
-                ret = nbd_aio_notify_write(c->h);
-            char why[256];
-            snprintf(why, sizeof(why), "%s", ret < 0 ? libnbd_error() : "closed by the server");
-            if (c->state == CONN_READY && (ret < 0 || conn_broken(c)))
-                conn_lost(nb, c, why);
+            /* a waiter may have taken it meanwhile: it reads the replies, unless the socket
+             * failed (which wakes the waiter too) */
+            if (c->h && pfd[i].revents)
+                conn_notify(nb, c, pfd[i].revents,
+                            !c->reader || (pfd[i].revents & (POLLHUP | POLLERR)));
         }
         for (unsigned i = 0; i < nb->nconn; i++)
             if (nb->conn[i].state == CONN_CONNECTING)
@@ -936,5 +1148,8 @@ const struct blk_backend_ops blk_nbd_ops = {
     .name = "nbd",
     .init = nbd_init,
     .submit = nbd_submit,
+#ifdef F2FUSE_HAVE_LIBNBD
+    .submit_waited = nbd_submit_waited,
+#endif
     .fini = nbd_fini,
 };

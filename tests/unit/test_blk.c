@@ -7,6 +7,7 @@
 #include <linux/magic.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 
 #include "blk/blk.h"
 #include "blk/blk_fault.h"
+#include "blk/blk_internal.h"
 #include "check.h"
 
 #define IMG_SIZE (16u << 20)
@@ -1056,6 +1058,257 @@ static void pick_dir(void)
     printf("note: no disk-backed scratch directory; the uring cases run as psync\n");
 }
 
+/* ---- NBD (blk_nbd.c) against nbdkit's memory plugin, where both are there ---------------- */
+
+static struct {
+    pid_t pid;
+    char sock[108];
+    char uri[160];
+} nbd;
+
+/* nbdkit -U SOCK memory 32M, reads taking 3 s each when slow_reads (the delay filter); false
+ * (and a note) where it cannot run. */
+static bool nbd_server_start(bool slow_reads)
+{
+    snprintf(nbd.sock, sizeof(nbd.sock), "/tmp/test_blk-nbd.%d.sock", (int)getpid());
+    snprintf(nbd.uri, sizeof(nbd.uri), "nbd+unix:///?socket=%s", nbd.sock);
+    unlink(nbd.sock);
+    nbd.pid = fork();
+    if (nbd.pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        if (slow_reads)
+            execlp("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", nbd.sock, "--filter=delay",
+                   "memory", "32M", "delay-read=3", (char *)NULL);
+        else
+            execlp("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", nbd.sock, "memory", "32M",
+                   (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; nbd.pid > 0 && i < 1000; i++) {
+        struct stat st;
+        if (stat(nbd.sock, &st) == 0 && S_ISSOCK(st.st_mode))
+            return true;
+        if (waitpid(nbd.pid, NULL, WNOHANG) == nbd.pid)
+            break;
+        usleep(10000);
+    }
+    printf("skip: nbdkit did not start a memory export (is it installed?)\n");
+    if (nbd.pid > 0)
+        kill(nbd.pid, SIGKILL), waitpid(nbd.pid, NULL, 0);
+    nbd.pid = 0;
+    return false;
+}
+
+static void nbd_server_stop(void)
+{
+    if (nbd.pid > 0) {
+        kill(nbd.pid, SIGTERM);
+        waitpid(nbd.pid, NULL, 0);
+    }
+    unlink(nbd.sock);
+}
+
+static struct blk_dev *nbd_open(unsigned connections)
+{
+    struct blk_options o = {.connections = connections, .net_timeout = 10};
+    struct blk_dev *dev = NULL;
+    int err = blk_open(nbd.uri, &o, &dev);
+    CHECK_EQ(err, 0);
+    return err ? NULL : dev;
+}
+
+/* A layer that notes which thread completed each request it watches. */
+struct thread_note {
+    struct blk_layer base;
+    pthread_mutex_t lock;
+    pthread_t last;
+    unsigned completed;
+};
+
+static enum blk_admit note_admit(struct blk_layer *layer, struct blk_req *req)
+{
+    req->flags |= BLK_REQF_LAYER;
+    return blk_admit_below(layer, req);
+}
+
+static void note_complete(struct blk_layer *layer, struct blk_req *req)
+{
+    struct thread_note *n = (struct thread_note *)layer;
+    pthread_mutex_lock(&n->lock);
+    n->last = pthread_self();
+    n->completed++;
+    pthread_mutex_unlock(&n->lock);
+}
+
+static void note_destroy(struct blk_layer *layer)
+{
+    pthread_mutex_destroy(&((struct thread_note *)layer)->lock);
+    free(layer);
+}
+
+static const struct blk_layer_ops thread_note_ops = {.name = "thread-note",
+                                                     .depth = 5,
+                                                     .admit = note_admit,
+                                                     .complete = note_complete,
+                                                     .destroy = note_destroy};
+
+#define NBD_NOTE_AT ((32u << 20) - BLK) /* past every worker's blocks below */
+
+/* A caller blocked on one request reads the reply itself: the read, the write and the flush
+ * complete in its own thread, not in the backend's poller. */
+static void test_nbd_waited_on_own_thread(void)
+{
+    struct blk_dev *dev = nbd_open(1);
+    if (!dev)
+        return;
+    struct thread_note *n = blk_layer_new(dev, &thread_note_ops, sizeof(*n));
+    CHECK(n != NULL);
+    pthread_mutex_init(&n->lock, NULL);
+    CHECK_EQ(blk_layer_push(&n->base), 0);
+    uint8_t *buf = blk_alloc_buf(BLK);
+    memset(buf, 0x5a, BLK);
+    for (int i = 0; i < 3; i++) {
+        int err = i == 0   ? blk_write(dev, NBD_NOTE_AT, buf, BLK)
+                  : i == 1 ? blk_read(dev, NBD_NOTE_AT, buf, BLK)
+                           : blk_flush(dev);
+        CHECK_EQ(err, 0);
+        pthread_mutex_lock(&n->lock);
+        CHECK_EQ(n->completed, (unsigned)i + 1);
+        CHECK(pthread_equal(n->last, pthread_self()));
+        pthread_mutex_unlock(&n->lock);
+    }
+    CHECK_EQ(buf[0], 0x5a);
+    free(buf);
+    blk_close(dev);
+}
+
+struct nbd_worker {
+    struct blk_dev *dev;
+    unsigned id;
+    uint64_t seed;
+    unsigned errors;
+};
+
+/* Waited writes, reads and flushes of the worker's own blocks, with async writes of
+ * another block now and then: every read must see the worker's last write. */
+static void *nbd_worker_main(void *arg)
+{
+    struct nbd_worker *wk = arg;
+    const uint64_t blocks = 64, base = wk->id * blocks * BLK;
+    uint8_t seen[64] = {0};
+    uint8_t *buf = blk_alloc_buf(BLK), *async_buf = blk_alloc_buf(BLK);
+    uint64_t s = wk->seed | 1;
+    for (int i = 0; i < 400; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        uint64_t b = s % blocks;
+        uint8_t v = (uint8_t)(s >> 32) | 1;
+        switch ((s >> 16) % 8) {
+        case 0: { /* an async write, waited for through its own done() */
+            struct waiter w;
+            waiter_init(&w);
+            memset(async_buf, v, BLK);
+            struct blk_req r = make_req(BLK_WRITE, base + b * BLK, BLK, async_buf, &w);
+            struct blk_req *rp = &r;
+            if (blk_submit(wk->dev, &rp, 1) != 0)
+                wk->errors++;
+            waiter_wait(&w, 1);
+            waiter_fini(&w);
+            if (r.result != BLK)
+                wk->errors++;
+            seen[b] = v;
+            break;
+        }
+        case 1:
+            if (blk_flush(wk->dev))
+                wk->errors++;
+            break;
+        case 2:
+        case 3:
+            memset(buf, v, BLK);
+            if (blk_write(wk->dev, base + b * BLK, buf, BLK))
+                wk->errors++;
+            seen[b] = v;
+            break;
+        default:
+            if (blk_read(wk->dev, base + b * BLK, buf, BLK) || buf[0] != seen[b] ||
+                buf[BLK - 1] != seen[b]) {
+                fprintf(stderr, "worker %u op %d block %llu: read %02x..%02x, wrote %02x\n", wk->id,
+                        i, (unsigned long long)b, buf[0], buf[BLK - 1], seen[b]);
+                wk->errors++;
+            }
+        }
+    }
+    free(buf);
+    free(async_buf);
+    return NULL;
+}
+
+/* Four threads at once on one connection and on two (multi-conn): the reader role passes
+ * between waiters and to the poller without losing or mixing up a reply. */
+static void test_nbd_concurrent_waiters(void)
+{
+    for (unsigned conns = 1; conns <= 2; conns++) {
+        struct blk_dev *dev = nbd_open(conns);
+        if (!dev)
+            return;
+        pthread_t th[4];
+        struct nbd_worker wk[4];
+        for (unsigned i = 0; i < 4; i++) {
+            /* blocks of their own in each round: the export keeps what the last one wrote */
+            wk[i] = (struct nbd_worker){.dev = dev, .id = (conns - 1) * 4 + i, .seed = rnd()};
+            pthread_create(&th[i], NULL, nbd_worker_main, &wk[i]);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            CHECK_EQ(wk[i].errors, 0);
+        }
+        CHECK_EQ(stat_of(dev, "blk.read.errors") + stat_of(dev, "blk.write.errors"), 0);
+        blk_close(dev);
+    }
+}
+
+struct slow_reader {
+    struct blk_dev *dev;
+    atomic_bool done;
+    int err;
+};
+
+static void *slow_reader_main(void *arg)
+{
+    struct slow_reader *sr = arg;
+    uint8_t *buf = blk_alloc_buf(BLK);
+    sr->err = blk_read(sr->dev, 0, buf, BLK);
+    atomic_store(&sr->done, true);
+    free(buf);
+    return NULL;
+}
+
+/* A caller waiting for a slow read reads that connection; a large async write sent on it
+ * meanwhile (far more than the socket holds) must go out as the socket drains, not when the
+ * reader's reply comes 3 s later: the write completes while the read still waits. */
+static void test_nbd_write_beside_slow_read(void)
+{
+    struct blk_dev *dev = nbd_open(1);
+    if (!dev)
+        return;
+    struct slow_reader sr = {.dev = dev};
+    pthread_t th;
+    pthread_create(&th, NULL, slow_reader_main, &sr);
+    for (int i = 0; i < 500 && stat_of(dev, "blk.inflight") == 0; i++)
+        usleep(1000); /* until the read is out */
+    const uint64_t len = 16u << 20;
+    uint8_t *buf = blk_alloc_buf(len);
+    memset(buf, 0x3c, len);
+    CHECK_EQ(run_async(dev, BLK_WRITE, 1u << 20, len, buf), (int64_t)len);
+    CHECK(!atomic_load(&sr.done));
+    pthread_join(th, NULL);
+    CHECK_EQ(sr.err, 0);
+    free(buf);
+    blk_close(dev);
+}
+
 int main(void)
 {
     const char *seed_env = getenv("F2FUSE_SEED");
@@ -1093,5 +1346,24 @@ int main(void)
     printf("== fallbacks\n");
     RUN(test_tmpfs_falls_back);
     RUN(test_refused_direct_falls_back);
+    if (nbd_server_start(false)) {
+        struct blk_dev *probe = NULL;
+        struct blk_options o = {.net_timeout = 10};
+        int err = blk_open(nbd.uri, &o, &probe);
+        if (err == -EPROTONOSUPPORT) {
+            printf("skip: f2fuse built without libnbd\n");
+        } else {
+            CHECK_EQ(err, 0);
+            if (probe)
+                blk_close(probe);
+            printf("== nbd\n");
+            RUN(test_nbd_waited_on_own_thread);
+            RUN(test_nbd_concurrent_waiters);
+            nbd_server_stop();
+            if (nbd_server_start(true))
+                RUN(test_nbd_write_beside_slow_read);
+        }
+        nbd_server_stop();
+    }
     return CHECK_DONE();
 }
