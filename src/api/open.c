@@ -168,7 +168,7 @@ int f2fuse_open_test(const char *image, const struct f2fuse_options *opts,
     if (!err)
         err = cachesize_start(fs); /* cachesize.c: follows memory from now on */
     if (err) {
-        fs->write_error = err; /* no final checkpoint on the way out */
+        __atomic_store_n(&fs->write_error, err, __ATOMIC_RELEASE); /* no final checkpoint */
         f2fuse_close(fs);
         return err;
     }
@@ -185,7 +185,7 @@ void f2fuse_close(struct f2fuse *fs)
     gc_stop(fs);        /* gc.c: before the checkpoint daemon it sends requests to */
     writeback_stop(fs); /* the final checkpoint writes back what is dirty */
     checkpoint_merge_stop(fs);
-    if (fs->seg && fs->nat && !fs->write_error) {
+    if (fs->seg && fs->nat && !fs_write_error(fs)) {
         /* The caller is gone: unlinked inodes it still held are freed now. */
         uint32_t n;
         uint32_t *orphans = inode_orphans(fs, &n);
@@ -212,8 +212,8 @@ void f2fuse_close(struct f2fuse *fs)
         log_err("this read-write mount met %llu damaged structure(s); %s: run fsck.f2fs -f "
                 "on the image",
                 (unsigned long long)damaged,
-                fs->write_error ? "the image keeps its last checkpoint, which does not say so"
-                                : "the checkpoint is marked as needing fsck (CP_FSCK)");
+                fs_write_error(fs) ? "the image keeps its last checkpoint, which does not say so"
+                                   : "the checkpoint is marked as needing fsck (CP_FSCK)");
     writeback_destroy(fs);
     discard_destroy(fs); /* discard.c: issues what is queued (5 s at most), then stops */
     gc_destroy(fs);

@@ -667,6 +667,13 @@ static void leave_reader(struct nbd_backend *nb, struct nbd_waiter *w)
     nb->kick = true;
 }
 
+/* How long a reader polls before it looks again under the lock.  Its request may finish
+ * without a byte on the socket it polls: the connection lost and its socket closed before
+ * the poll began, the number reused by the reconnection's socket, and the retry failed by
+ * another thread (which posts only sleeping waiters).  A test_nbd run with ASan hung there
+ * once; this bounds such a race to a few milliseconds instead. */
+#define READER_POLL_MS 20
+
 /* w, the reader of c (ready), waits for c's socket with the lock dropped, then lets libnbd
  * read the reply (its own or another's) and sends what waits for room. */
 static void read_step(struct nbd_backend *nb, struct nbd_waiter *w, struct nbd_conn *c)
@@ -681,7 +688,7 @@ static void read_step(struct nbd_backend *nb, struct nbd_waiter *w, struct nbd_c
         return;
     }
     (void)unlock_and_wake(nb, false);
-    int r = poll(&pfd, 1, -1);
+    int r = poll(&pfd, 1, READER_POLL_MS);
     pthread_mutex_lock(&nb->lock);
     if (r > 0 && c->reader == w && c->state == CONN_READY && c->h)
         conn_notify(nb, c, pfd.revents, true);

@@ -159,6 +159,11 @@ static inline bool fs_first_write_error(struct f2fuse *fs, int err)
     return __atomic_compare_exchange_n(&fs->write_error, &none, err, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_ACQUIRE);
 }
+/* The first write error, or 0: read by any thread while another may record it. */
+static inline int fs_write_error(const struct f2fuse *fs)
+{
+    return __atomic_load_n(&fs->write_error, __ATOMIC_ACQUIRE);
+}
 /* malloc/calloc for the core's per-operation buffers, failing where fault=alloc:N says. */
 static inline void *fs_malloc(struct f2fuse *fs, size_t n)
 {

@@ -748,7 +748,7 @@ void discard_destroy(struct f2fuse *fs)
         pthread_mutex_lock(&dc->lock);
         dc->stopping = true;
         dc->drain_until_ns = clock_mono_ns();
-        if (!fs->write_error)
+        if (!fs_write_error(fs))
             dc->drain_until_ns += UMOUNT_DRAIN_SECONDS * NS_PER_SEC;
         pthread_cond_signal(&dc->wake);
         pthread_mutex_unlock(&dc->lock);

@@ -234,7 +234,7 @@ static int gc_round(struct f2fuse *fs, bool background, enum gc_policy policy, u
     }
     int err = 0;
     pthread_rwlock_rdlock(&fs->cp_lock);
-    err = fs->write_error;
+    err = fs_write_error(fs);
     while (!err && n < max_victims && n < GC_MAX_VICTIMS) {
         uint32_t max_valid = background ? BG_MAX_VALID : BLKS - 1;
         if (seg_gc_pick(fs->seg, policy, max_valid, v) == UINT32_MAX)
@@ -336,7 +336,7 @@ static void background_step(void *arg)
     struct f2fuse *fs = arg;
     struct gc_control *gc = fs->gc;
     unsigned mode = fs->opts.background_gc;
-    if (fs->write_error)
+    if (fs_write_error(fs))
         return;
     uint64_t idle_ns = (uint64_t)fs->opts.gc_idle_ms * 1000000u;
     if (mode == F2FUSE_BGGC_ON &&

@@ -565,7 +565,7 @@ static void *flusher_thread(void *arg)
     struct wb_control *wb = fs->wb;
     pthread_mutex_lock(&wb->lock);
     while (!wb->stopping) {
-        enum wb_reason r = fs->write_error ? WB_NONE : evaluate_locked(fs, clock_mono_ns());
+        enum wb_reason r = fs_write_error(fs) ? WB_NONE : evaluate_locked(fs, clock_mono_ns());
         if (r == WB_NONE && any_slot_busy(wb, false)) {
             chunk_finish_oldest_locked(fs);
             continue;
@@ -702,7 +702,7 @@ void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
     wb->waiters++;
     /* Waits for the flusher (which counts us as a reason to run) to make room; a write
      * larger than the room that is left goes in once nothing is dirty. */
-    while (!wb->stopping && !fs->write_error && dirty && dirty + bytes > l.hard) {
+    while (!wb->stopping && !fs_write_error(fs) && dirty && dirty + bytes > l.hard) {
         pthread_cond_signal(&wb->wake);
         timed_wait(&wb->progress, &wb->lock, 100000000ull);
         limits_locked(fs, &l);
@@ -760,7 +760,7 @@ void writeback_sync(struct f2fuse *fs, uint64_t timeout_ns)
         wb->sync_before = now;
     pthread_cond_signal(&wb->wake);
     uint64_t key, dirtied;
-    while (!wb->stopping && !fs->write_error && clock_mono_ns() < deadline &&
+    while (!wb->stopping && !fs_write_error(fs) && clock_mono_ns() < deadline &&
            pcache_oldest_dirty(fs->cache, PAGE_DATA, &key, &dirtied) && dirtied <= now) {
         pthread_cond_signal(&wb->wake);
         timed_wait(&wb->progress, &wb->lock, 50000000ull);
