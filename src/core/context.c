@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/refs.h"
 #include "util/log.h"
 
 int fs_corrupt(struct f2fuse *fs, const char *fmt, ...)
@@ -55,7 +56,7 @@ struct f2fuse *context_create(const struct f2fuse_options *opts)
     pthread_rwlock_init(&fs->cp_lock, &rwattr);
     pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&fs->ns_lock, NULL);
-    pthread_mutex_init(&fs->ref_lock, NULL);
+    refs_init(fs);
     pthread_mutex_init(&fs->tune_lock, NULL);
     pthread_mutex_init(&fs->space.lock, NULL);
     pthread_mutex_init(&fs->fsync.lock, NULL);
@@ -82,7 +83,8 @@ void context_free(struct f2fuse *fs)
 {
     pthread_rwlock_destroy(&fs->cp_lock);
     pthread_mutex_destroy(&fs->ns_lock);
-    pthread_mutex_destroy(&fs->ref_lock);
+    for (unsigned i = 0; i < REF_STRIPES; i++)
+        pthread_mutex_destroy(&fs->refs[i].lock);
     pthread_mutex_destroy(&fs->tune_lock);
     pthread_mutex_destroy(&fs->space.lock);
     pthread_cond_destroy(&fs->space.freed);

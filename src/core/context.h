@@ -34,6 +34,14 @@ struct cache_sizer;
 
 #define INODE_LOCK_STRIPES 64
 
+/* refs.c: one stripe of the inode references, a hash table that doubles as it fills */
+#define REF_STRIPES 64
+struct ref_stripe {
+    pthread_mutex_t lock;
+    struct inode_ref **buckets;
+    uint32_t nbuckets, count;
+} __attribute__((aligned(64)));
+
 /* Everything known about a mounted image.  Geometry and checkpoint state are read once at
  * mount and are immutable on a read-only mount. */
 struct f2fuse {
@@ -88,9 +96,8 @@ struct f2fuse {
     atomic_uint_fast32_t next_generation;
     int write_error; /* set when a checkpoint failed: the mount turns read-only */
 
-    /* References the caller holds (opens, FUSE lookups): namei.c. */
-    pthread_mutex_t ref_lock;
-    struct inode_ref **refs;
+    /* References the caller holds (opens, FUSE lookups): refs.c. */
+    struct ref_stripe refs[REF_STRIPES];
 
     struct cp_control cpc;
     enum blk_prio io_prio; /* of the writes the running checkpoint or fsync issues */

@@ -23,6 +23,7 @@
 #include "core/nat.h"
 #include "core/node.h"
 #include "core/quota.h"
+#include "core/refs.h"
 #include "core/space.h"
 #include "core/verity.h"
 
@@ -54,227 +55,6 @@ static void set_links(struct inode_info *ii, struct page *ipage, uint32_t links)
 {
     ii->links = links;
     page_node(ipage)->i.i_links = htole32(links);
-}
-
-/* ---- references held by the caller ----
- * Opens (an unlinked file lives on until its last close) and, when opts.track_lookups is
- * set, the FUSE kernel's lookup references: its inode numbers must not be reused while
- * the kernel may still use them, so an unlinked inode is freed only at its last forget. */
-
-#define REF_BUCKETS 4096u
-
-struct inode_ref {
-    struct inode_ref *next;
-    uint32_t ino;
-    uint32_t opens;
-    uint32_t writers; /* opens with write access (fs-verity's enable wants none) */
-    uint64_t lookups;
-    bool unlinked;
-    /* Blocks counted as free already (space_freeing_add): unlinked and not open, the inode
-     * waits only for the kernel's forget, which its unlink has queued. */
-    uint64_t freeing;
-};
-
-/* The entry of ino, created when create is set; called with ref_lock held. */
-static struct inode_ref *ref_find(struct f2fuse *fs, uint32_t ino, bool create)
-{
-    if (!fs->refs) {
-        if (!create)
-            return NULL;
-        fs->refs = calloc(REF_BUCKETS, sizeof(*fs->refs));
-        if (!fs->refs)
-            return NULL;
-    }
-    struct inode_ref **head = &fs->refs[ino % REF_BUCKETS];
-    for (struct inode_ref *r = *head; r; r = r->next)
-        if (r->ino == ino)
-            return r;
-    if (!create)
-        return NULL;
-    struct inode_ref *r = calloc(1, sizeof(*r));
-    if (!r)
-        return NULL;
-    r->ino = ino;
-    r->next = *head;
-    *head = r;
-    return r;
-}
-
-/* Drops the entry when nothing holds the inode any more; returns whether it was unlinked
- * (then the caller frees the inode).  Called with ref_lock held. */
-static bool ref_settle(struct f2fuse *fs, struct inode_ref *r)
-{
-    if (r->opens || r->lookups)
-        return false;
-    bool unlinked = r->unlinked;
-    struct inode_ref **pp = &fs->refs[r->ino % REF_BUCKETS];
-    while (*pp != r)
-        pp = &(*pp)->next;
-    *pp = r->next;
-    free(r);
-    return unlinked;
-}
-
-/* Adds opens/lookups to ino's references (negative deltas release them) and frees the
- * inode when its last reference goes after its last name did. */
-static int ref_change(struct f2fuse *fs, uint32_t ino, int opens, int64_t lookups)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    struct inode_ref *r = ref_find(fs, ino, opens > 0 || lookups > 0);
-    bool free_it = false;
-    if (!r && (opens > 0 || lookups > 0)) {
-        pthread_mutex_unlock(&fs->ref_lock);
-        return -ENOMEM;
-    }
-    uint64_t freeing = 0;
-    if (r) {
-        r->opens = (uint32_t)((int64_t)r->opens + opens < 0 ? 0 : (int64_t)r->opens + opens);
-        r->lookups = (int64_t)r->lookups + lookups < 0 ? 0
-                                                       : (uint64_t)((int64_t)r->lookups + lookups);
-        freeing = r->freeing;
-        if (r->opens && freeing) { /* opened again (an open that raced the unlink) */
-            space_freeing_cancel(fs, freeing);
-            r->freeing = freeing = 0;
-        }
-        free_it = ref_settle(fs, r);
-        if (free_it) /* statfs waits for the free from here on (space.c) */
-            space_free_begin(fs, freeing);
-    }
-    pthread_mutex_unlock(&fs->ref_lock);
-    if (!free_it)
-        return 0;
-    /* Nothing names the inode any more, but segment cleaning (gc.c) still finds it through
-     * its blocks' summaries and works on it under its stripe lock. */
-    inode_lock_many(fs, &ino, 1);
-    int err = inode_free(fs, ino);
-    inode_unlock_many(fs, &ino, 1);
-    space_free_end(fs);
-    return err;
-}
-
-int inode_open(struct f2fuse *fs, uint32_t ino)
-{
-    return ref_change(fs, ino, 1, 0);
-}
-
-int inode_release(struct f2fuse *fs, uint32_t ino)
-{
-    return ref_change(fs, ino, -1, 0);
-}
-
-void inode_writer_change(struct f2fuse *fs, uint32_t ino, int delta)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    struct inode_ref *r = ref_find(fs, ino, false);
-    if (r)
-        r->writers = delta < 0 && r->writers == 0 ? 0 : (uint32_t)((int)r->writers + delta);
-    pthread_mutex_unlock(&fs->ref_lock);
-}
-
-bool inode_is_open(struct f2fuse *fs, uint32_t ino)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    struct inode_ref *r = ref_find(fs, ino, false);
-    bool open = r && r->opens;
-    pthread_mutex_unlock(&fs->ref_lock);
-    return open;
-}
-
-bool inode_writers(struct f2fuse *fs, uint32_t ino)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    struct inode_ref *r = ref_find(fs, ino, false);
-    bool writers = r && r->writers;
-    pthread_mutex_unlock(&fs->ref_lock);
-    return writers;
-}
-
-int inode_forget(struct f2fuse *fs, uint32_t ino, uint64_t n)
-{
-    return ref_change(fs, ino, 0, -(int64_t)n);
-}
-
-/* The lookup reference an entry-returning operation hands to the kernel. */
-static int take_lookup_ref(struct f2fuse *fs, uint32_t ino)
-{
-    return fs->opts.track_lookups && ino != fs->root_ino ? ref_change(fs, ino, 0, 1) : 0;
-}
-
-/* Returns true when ino is still referenced (then it is remembered as unlinked, to free
- * at its last release or forget).  Held by the kernel's lookups alone, its blocks count as
- * free at once, as in the kernel, whose unlink frees them itself: the forget that frees
- * them here is already queued. */
-static bool keep_as_orphan(struct f2fuse *fs, uint32_t ino, uint64_t blocks)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    struct inode_ref *r = ref_find(fs, ino, false);
-    if (r) {
-        r->unlinked = true;
-        if (!r->opens && !r->freeing && blocks) {
-            r->freeing = blocks;
-            space_freeing_add(fs, blocks);
-        }
-    }
-    pthread_mutex_unlock(&fs->ref_lock);
-    return r != NULL;
-}
-
-uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    size_t cap = 64, n = 0;
-    uint32_t *list = fs_malloc(fs, cap * sizeof(*list));
-    for (uint32_t b = 0; list && fs->refs && b < REF_BUCKETS; b++) {
-        for (struct inode_ref *r = fs->refs[b]; r && list; r = r->next) {
-            if (!r->unlinked)
-                continue;
-            if (n == cap) {
-                uint32_t *grown = realloc(list, 2 * cap * sizeof(*list));
-                if (!grown) {
-                    free(list);
-                    list = NULL;
-                    break;
-                }
-                list = grown;
-                cap *= 2;
-            }
-            /* cppcheck-suppress nullPointerRedundantCheck ; the loop stops once list is NULL */
-            list[n++] = r->ino;
-        }
-    }
-    pthread_mutex_unlock(&fs->ref_lock);
-    *count = (uint32_t)n;
-    return list;
-}
-
-uint32_t *inode_refs_held(struct f2fuse *fs, uint32_t *count)
-{
-    pthread_mutex_lock(&fs->ref_lock);
-    size_t n = 0;
-    for (uint32_t b = 0; fs->refs && b < REF_BUCKETS; b++)
-        for (struct inode_ref *r = fs->refs[b]; r; r = r->next)
-            n++;
-    uint32_t *list = fs_malloc(fs, (n ? n : 1) * sizeof(*list));
-    size_t i = 0;
-    for (uint32_t b = 0; list && fs->refs && b < REF_BUCKETS; b++)
-        for (struct inode_ref *r = fs->refs[b]; r; r = r->next)
-            list[i++] = r->ino;
-    pthread_mutex_unlock(&fs->ref_lock);
-    *count = (uint32_t)i;
-    return list;
-}
-
-void inode_refs_destroy(struct f2fuse *fs)
-{
-    for (uint32_t b = 0; fs->refs && b < REF_BUCKETS; b++) {
-        while (fs->refs[b]) {
-            struct inode_ref *r = fs->refs[b];
-            fs->refs[b] = r->next;
-            free(r);
-        }
-    }
-    free(fs->refs);
-    fs->refs = NULL;
 }
 
 /* Frees an inode with no names left: its data, its xattr node, the inode itself. */
@@ -540,7 +320,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
         pcache_mark_dirty(fs->cache, ipage);
         err = inode_fill_attr(fs, ipage, &ii, out);
         if (!err)
-            err = take_lookup_ref(fs, ii.ino);
+            err = inode_lookup_ref(fs, ii.ino);
     } else if (ipage) {
         /* Undo the half-made inode. */
         pcache_put(fs->cache, ipage);
@@ -604,7 +384,7 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
         pcache_mark_dirty(fs->cache, dpage);
         err = inode_fill_attr(fs, ipage, &ii, out);
         if (!err)
-            err = take_lookup_ref(fs, ino);
+            err = inode_lookup_ref(fs, ino);
     }
     pcache_put(fs->cache, ipage);
     pcache_put(fs->cache, dpage);
@@ -630,7 +410,7 @@ static int drop_name(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
     pcache_mark_dirty(fs->cache, dpage);
     fsync_needs_checkpoint(fs, ii->ino);
     fsync_needs_checkpoint(fs, dir->ino); /* recovery only adds names: none into dir now */
-    if (ii->links > 0 || keep_as_orphan(fs, ii->ino, le64(page_node(ipage)->i.i_blocks)))
+    if (ii->links > 0 || inode_ref_unlinked(fs, ii->ino, le64(page_node(ipage)->i.i_blocks)))
         return 0;
     return 1; /* the caller frees it once it has let go of the page */
 }
@@ -691,11 +471,6 @@ int namei_remove(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     pthread_rwlock_unlock(&fs->cp_lock);
     space_after_change(fs);
     return err;
-}
-
-int inode_lookup_ref(struct f2fuse *fs, uint32_t ino)
-{
-    return take_lookup_ref(fs, ino);
 }
 
 /* Is ancestor an ancestor of (or equal to) dir?  Walks ".." up to the root. */

@@ -1,5 +1,5 @@
 /* namei.c: the namespace - creating, linking, removing and renaming names, and the
- * references (opens, lookups) that keep unlinked inodes alive */
+ * freeing of an inode whose last name and reference went away (refs.c) */
 #ifndef F2FUSE_CORE_NAMEI_H
 #define F2FUSE_CORE_NAMEI_H
 
@@ -7,27 +7,13 @@
 #include <stdint.h>
 
 #include "cache/pcache.h"
+#include "core/refs.h"
 #include "f2fuse.h"
 
 struct f2fuse;
 
 void inode_touch(struct page *ipage, bool mtime, bool ctime);
-int inode_open(struct f2fuse *fs, uint32_t ino);
-int inode_release(struct f2fuse *fs, uint32_t ino);
-/* Opens with write access among an inode's opens (after inode_open, before its release). */
-void inode_writer_change(struct f2fuse *fs, uint32_t ino, int delta);
-bool inode_writers(struct f2fuse *fs, uint32_t ino);
-/* Whether ino is open now (fscrypt_keys.c keeps a removed key's files usable until closed;
- * takes ref_lock, so callers may hold the key ring's lock but not ref_lock). */
-bool inode_is_open(struct f2fuse *fs, uint32_t ino);
 int inode_free(struct f2fuse *fs, uint32_t ino);
-int inode_forget(struct f2fuse *fs, uint32_t ino, uint64_t n);
-int inode_lookup_ref(struct f2fuse *fs, uint32_t ino); /* with opts.track_lookups */
-void inode_refs_destroy(struct f2fuse *fs);
-/* The inodes the caller holds (opens, lookups), malloc'ed (fscrypt key changes). */
-uint32_t *inode_refs_held(struct f2fuse *fs, uint32_t *count);
-/* The unlinked-but-open inodes, for the checkpoint's orphan list (malloc'ed). */
-uint32_t *inode_orphans(struct f2fuse *fs, uint32_t *count);
 
 /* The namespace operations (names checked, space reserved, locks taken here): a regular
  * file, device, fifo, socket, directory or (target != NULL) symlink; a new name for ino;

@@ -49,9 +49,9 @@ int space_reserve_to_free(struct f2fuse *fs, uint64_t blocks);
 /* After a change: a checkpoint when the page cache is over its budget. */
 void space_after_change(struct f2fuse *fs);
 
-/* Inodes that are unlinked and wait only for the kernel's forget (namei.c): their blocks
+/* Inodes that are unlinked and wait only for the kernel's forget (refs.c): their blocks
  * count as free for statfs at once.  _add when the last name goes, _cancel when the inode
- * is opened again after all, _begin when its free starts (under namei.c's ref_lock, so
+ * is opened again after all, _begin when its free starts (under its refs.c stripe lock, so
  * statfs never misses both), _end when it is done. */
 void space_freeing_add(struct f2fuse *fs, uint64_t blocks);
 void space_freeing_cancel(struct f2fuse *fs, uint64_t blocks);
