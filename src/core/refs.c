@@ -227,35 +227,43 @@ bool inode_ref_unlinked(struct f2fuse *fs, uint32_t ino, uint64_t blocks)
     return r != NULL;
 }
 
-/* The inode numbers of the entries that pass keep (all when unlinked_only is false),
+/* Appends ino to *list (cap entries allocated, n used), doubling it when full. */
+static bool list_push(uint32_t **list, size_t *n, size_t *cap, uint32_t ino)
+{
+    if (*n == *cap) {
+        uint32_t *grown = realloc(*list, 2 * *cap * sizeof(**list));
+        if (!grown)
+            return false;
+        *list = grown;
+        *cap *= 2;
+    }
+    (*list)[(*n)++] = ino;
+    return true;
+}
+
+/* The inode numbers of the entries held (the unlinked ones only when unlinked_only),
  * malloc'ed; NULL when memory runs out.  Each stripe is read under its lock: a snapshot
  * per stripe, as the callers need (they hold what they list, or the checkpoint's lock). */
 static uint32_t *refs_list(struct f2fuse *fs, bool unlinked_only, uint32_t *count)
 {
     size_t cap = 64, n = 0;
     uint32_t *list = fs_malloc(fs, cap * sizeof(*list));
-    for (unsigned i = 0; list && i < REF_STRIPES; i++) {
+    bool ok = list != NULL;
+    for (unsigned i = 0; ok && i < REF_STRIPES; i++) {
         struct ref_stripe *s = &fs->refs[i];
         pthread_mutex_lock(&s->lock);
-        for (uint32_t b = 0; list && b < s->nbuckets; b++)
-            for (struct inode_ref *r = s->buckets[b]; list && r; r = r->next) {
-                if (unlinked_only && !r->unlinked)
-                    continue;
-                if (n == cap) {
-                    uint32_t *grown = realloc(list, 2 * cap * sizeof(*list));
-                    if (!grown) {
-                        free(list);
-                        list = NULL;
-                        break;
-                    }
-                    list = grown;
-                    cap *= 2;
-                }
-                list[n++] = r->ino;
-            }
+        for (uint32_t b = 0; ok && b < s->nbuckets; b++)
+            for (struct inode_ref *r = s->buckets[b]; ok && r; r = r->next)
+                if (!unlinked_only || r->unlinked)
+                    ok = list_push(&list, &n, &cap, r->ino);
         pthread_mutex_unlock(&s->lock);
     }
-    *count = list ? (uint32_t)n : 0;
+    if (!ok) {
+        free(list);
+        list = NULL;
+        n = 0;
+    }
+    *count = (uint32_t)n;
     return list;
 }
 
