@@ -42,6 +42,9 @@ struct f2fuse_options {
     /* Reads map blocks inside an inode's largest extent (i_ext) without the node, as the
      * kernel's read extent cache (default on; the extent is kept true either way). */
     bool extent_cache;
+    /* Big directories get an in-memory index by name hash: a lookup reads one dentry
+     * block instead of a bucket on every level (default on; nothing on disk changes). */
+    bool dir_index;
     /* Every checkpoint also writes every file's dirty data (checkpoint_data=all): a directory
      * fsync then makes everything durable.  Off (checkpoint_data=metadata, the default), as
      * in f2fs: regular files' data reaches the image by writeback, fsync, f2fuse_sync, the

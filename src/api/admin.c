@@ -98,6 +98,7 @@ void f2fuse_stats(struct f2fuse *fs, f2fuse_stat_fn fn, void *arg)
     verity_emit_stats(fs, fn, arg);       /* verity.c */
     fscrypt_keys_emit_stats(fs, fn, arg); /* fscrypt_keys.c */
     cluster_emit_stats(fs, fn, arg);      /* cluster.c */
+    dir_index_emit_stats(fs, fn, arg);    /* dir_index.c */
     fn(arg, "fs.inode_reads", atomic_load(&fs->inode_reads));
     fn(arg, "fs.lookups", atomic_load(&fs->lookups));
     fn(arg, "fs.lookup_device_reads", atomic_load(&fs->lookup_device_reads));

@@ -14,6 +14,7 @@
 #include "core/context.h"
 #include "core/data.h"
 #include "core/dir.h"
+#include "core/dir_index.h"
 #include "core/discard.h"
 #include "core/fault.h"
 #include "core/file.h"

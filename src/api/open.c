@@ -231,6 +231,7 @@ void f2fuse_close(struct f2fuse *fs)
     image_unlock(fs); /* imagelock.c: last, once everything is on the image */
     free(fs->cp_block);
     inode_refs_destroy(fs);
+    dir_index_destroy(fs);
     fsync_destroy(fs);
     context_free(fs);
 }

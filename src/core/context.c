@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/dir_index.h"
 #include "core/refs.h"
 #include "util/log.h"
 
@@ -57,6 +58,7 @@ struct f2fuse *context_create(const struct f2fuse_options *opts)
     pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&fs->ns_lock, NULL);
     refs_init(fs);
+    dir_index_init(fs);
     pthread_mutex_init(&fs->tune_lock, NULL);
     pthread_mutex_init(&fs->space.lock, NULL);
     pthread_mutex_init(&fs->fsync.lock, NULL);

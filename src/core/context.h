@@ -29,10 +29,13 @@ struct verity_cache;
 struct casefold;
 struct fscrypt_keyring;
 struct inode_ref;
+struct dir_index;
 struct quota;
 struct cache_sizer;
 
 #define INODE_LOCK_STRIPES 64
+
+#define DIR_INDEX_BUCKETS 256
 
 /* refs.c: one stripe of the inode references, a hash table that doubles as it fills */
 #define REF_STRIPES 64
@@ -98,6 +101,15 @@ struct f2fuse {
 
     /* References the caller holds (opens, FUSE lookups): refs.c. */
     struct ref_stripe refs[REF_STRIPES];
+
+    /* dir_index.c: big directories' name indexes, by inode number */
+    struct dir_indexes {
+        pthread_rwlock_t lock;
+        struct dir_index *buckets[DIR_INDEX_BUCKETS];
+        uint64_t bytes; /* of the ready indexes' tables: at most 1/16 of the cache budget */
+        atomic_uint_fast64_t clock; /* advances at each build: the indexes' recency */
+        atomic_uint_fast64_t builds, refused, evictions, lookups, stale;
+    } dir_indexes;
 
     struct cp_control cpc;
     enum blk_prio io_prio; /* of the writes the running checkpoint or fsync issues */

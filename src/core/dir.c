@@ -9,6 +9,7 @@
 #include "core/dir.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/dir_index.h"
 #include "core/dirname.h"
 #include "core/fscrypt_keys.h"
 #include "core/inode.h"
@@ -74,6 +75,16 @@ static int entry_check(struct f2fuse *fs, const struct inode_info *dir, const st
         return fs_corrupt(fs, "directory %u: entry at slot %u has a bad name length %u", dir->ino,
                           pos, len);
     return (int)slots_for(len);
+}
+
+/* Whether an entry starts at pos: used, with a name that fits (entry_check without the
+ * report: the index names slots that a stale index would get wrong, not the image). */
+static bool entry_at(const struct dentry_view *v, uint32_t pos)
+{
+    if (pos >= v->slots || !slot_used(v, pos))
+        return false;
+    uint32_t len = le16(v->dentry[pos].name_len);
+    return len > 0 && len <= F2FS_NAME_LEN && pos + slots_for(len) <= v->slots;
 }
 
 /* Finds dn in one container; returns 1 and its slot when found, 0 when not, or -errno.  A
@@ -185,13 +196,11 @@ struct dentry_loc {
     uint32_t slot;
 };
 
-static int find_hashed(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
-                       const struct dir_name *dn, struct dentry_loc *loc)
+/* The hashed lookup the format prescribes: the bucket the hash picks on every level.
+ * *scanned counts the blocks read. */
+static int find_scanned(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                        const struct dir_name *dn, struct dentry_loc *loc, uint64_t *scanned)
 {
-    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
-        view_inline(&loc->v, dir, dpage->data);
-        return view_find(fs, dir, &loc->v, dn, &loc->slot, NULL);
-    }
     for (uint32_t level = 0; level < dir->current_depth; level++) {
         uint64_t bucket = dn->hash % dir_buckets(level, dir->dir_level);
         uint64_t first = dir_block_index(level, dir->dir_level, bucket);
@@ -202,6 +211,7 @@ static int find_hashed(struct f2fuse *fs, const struct inode_info *dir, struct p
                 return err;
             if (!page)
                 continue;
+            ++*scanned;
             view_block(&loc->v, page->data);
             int found = view_find(fs, dir, &loc->v, dn, &loc->slot, NULL);
             if (found) {
@@ -217,6 +227,143 @@ static int find_hashed(struct f2fuse *fs, const struct inode_info *dir, struct p
         }
     }
     return 0;
+}
+
+/* Where block b of dir sits in the hash table: its level and bucket; false past the
+ * directory's current depth (no hashed lookup reads it). */
+static bool block_place(const struct inode_info *dir, uint64_t b, uint32_t *level, uint64_t *bucket)
+{
+    uint64_t start = 0;
+    for (uint32_t l = 0; l < dir->current_depth; l++) {
+        uint64_t n = dir_buckets(l, dir->dir_level) * bucket_blocks(l);
+        if (b < start + n) {
+            *level = l;
+            *bucket = (b - start) / bucket_blocks(l);
+            return true;
+        }
+        start += n;
+    }
+    return false;
+}
+
+/* Whether an entry with hash in block b is one a hashed lookup finds, so indexed. */
+static bool indexed_at(const struct inode_info *dir, uint32_t hash, uint64_t b)
+{
+    uint32_t level;
+    uint64_t bucket;
+    return block_place(dir, b, &level, &bucket) &&
+           hash % dir_buckets(level, dir->dir_level) == bucket;
+}
+
+/* Fills x with every entry a hashed lookup could find: those whose hash picks the bucket
+ * they sit in (walked as view_find walks, so that damaged entries are left out alike). */
+static int index_build(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       struct dir_index *x)
+{
+    dir_index_build_begin(x);
+    for (uint64_t b = 0;; b++) {
+        struct page *page;
+        int err = next_dir_block(fs, dir, dpage, &b, &page);
+        if (err || !page)
+            return err;
+        uint32_t level;
+        uint64_t bucket;
+        if (!block_place(dir, b, &level, &bucket)) {
+            pcache_put(fs->cache, page);
+            return 0;
+        }
+        struct dentry_view v;
+        view_block(&v, page->data);
+        for (uint32_t pos = 0; pos < v.slots && !err;) {
+            int slots = slot_used(&v, pos) ? entry_check(fs, dir, &v, pos) : -1;
+            if (slots < 0) {
+                pos++;
+                continue;
+            }
+            uint32_t hash = le32(v.dentry[pos].hash_code);
+            if (hash % dir_buckets(level, dir->dir_level) == bucket)
+                err = dir_index_build_add(x, hash, b, pos);
+            pos += (uint32_t)slots;
+        }
+        pcache_put(fs->cache, page);
+        if (err)
+            return err;
+    }
+}
+
+/* The lookup through an index: the candidates' blocks only, the first match in the order
+ * a scan meets them (lowest block, then slot).  A candidate that is not there (a bug: the
+ * index follows every change) returns 1 after dropping the index: the caller scans. */
+static int find_indexed(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                        const struct dir_name *dn, struct dir_index *x, struct dentry_loc *loc)
+{
+    uint32_t cursor = 0, slot;
+    uint64_t block;
+    int found = 0;
+    while (dir_index_next(x, dn->hash, &cursor, &block, &slot)) {
+        if (found > 0 && (block > loc->block || (block == loc->block && slot > loc->slot)))
+            continue;
+        struct page *page = NULL;
+        int err = block < dir_blocks(dir) ? dir_block_get(fs, dir, dpage, block, &page) : 0;
+        if (err) {
+            if (found > 0)
+                pcache_put(fs->cache, loc->page);
+            loc->page = NULL;
+            return err;
+        }
+        struct dentry_view v;
+        if (page)
+            view_block(&v, page->data);
+        if (!page || !entry_at(&v, slot) || le32(v.dentry[slot].hash_code) != dn->hash) {
+            pcache_put(fs->cache, page);
+            if (found > 0)
+                pcache_put(fs->cache, loc->page);
+            loc->page = NULL;
+            dir_index_stale(fs, x);
+            return 1;
+        }
+        if (!dir_name_matches(fs, dir, dn, dn->hash, v.filename[slot],
+                              le16(v.dentry[slot].name_len))) {
+            pcache_put(fs->cache, page);
+            continue;
+        }
+        if (found > 0)
+            pcache_put(fs->cache, loc->page);
+        found = 1;
+        loc->page = page;
+        loc->block = block;
+        loc->v = v;
+        loc->slot = slot;
+    }
+    atomic_fetch_add_explicit(&fs->dir_indexes.lookups, 1, memory_order_relaxed);
+    return found ? 2 : 0;
+}
+
+static int find_hashed(struct f2fuse *fs, const struct inode_info *dir, struct page *dpage,
+                       const struct dir_name *dn, struct dentry_loc *loc)
+{
+    if (dir->inline_flags & F2FS_INLINE_DENTRY) {
+        view_inline(&loc->v, dir, dpage->data);
+        return view_find(fs, dir, &loc->v, dn, &loc->slot, NULL);
+    }
+    uint64_t scanned = 0;
+    if (!fs->opts.dir_index || dir->current_depth < DIR_INDEX_MIN_DEPTH)
+        return find_scanned(fs, dir, dpage, dn, loc, &scanned);
+    struct dir_index *x = dir_index_get(fs, dir->ino);
+    if (!x)
+        return find_scanned(fs, dir, dpage, dn, loc, &scanned);
+    if (dir_index_ready(x)) {
+        int found = find_indexed(fs, dir, dpage, dn, x, loc);
+        if (found != 1) {
+            dir_index_put(fs, x);
+            return found == 2 ? 1 : found;
+        }
+    }
+    int found = find_scanned(fs, dir, dpage, dn, loc, &scanned);
+    if (found >= 0 && dir_index_worth_building(x, scanned, dir_blocks(dir)))
+        dir_index_build_end(fs, x, index_build(fs, dir, dpage, x) == 0);
+    dir_index_put(fs, x);
+    return found;
 }
 
 /* Every entry of dir, hashes ignored (the kernel's linear lookup after a hash miss in a
@@ -509,6 +656,7 @@ static int add_block_entry(struct f2fuse *fs, struct inode_info *dir, struct pag
                 continue;
             }
             put_entry(&v, (uint32_t)pos, name, len, hash, ino, type);
+            dir_index_added(fs, dir->ino, hash, b, (uint32_t)pos);
             pcache_mark_dirty(fs->cache, page);
             pcache_put(fs->cache, page);
             if ((b + 1) * F2FS_BLKSIZE > dir->size)
@@ -605,6 +753,7 @@ static int rehash_inline_entries(struct f2fuse *fs, struct inode_info *dir, stru
 
 static int convert_inline_dir(struct f2fuse *fs, struct inode_info *dir, struct page *dpage)
 {
+    dir_index_forget(fs, dir->ino); /* none should exist: the directory was inline */
     if (dir->dir_level == 0)
         return move_inline_entries(fs, dir, dpage);
     return rehash_inline_entries(fs, dir, dpage);
@@ -677,6 +826,9 @@ int dir_remove_entry(struct f2fuse *fs, struct inode_info *dir, struct page *dpa
         return err;
     if (ino)
         *ino = le32(loc.v.dentry[loc.slot].ino);
+    uint32_t hash = le32(loc.v.dentry[loc.slot].hash_code);
+    if (loc.page && indexed_at(dir, hash, loc.block))
+        dir_index_removed(fs, dir->ino, hash, loc.block, loc.slot);
     clear_entry(&loc.v, loc.slot);
     if (!loc.page) {
         pcache_mark_dirty(fs->cache, dpage);

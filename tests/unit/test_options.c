@@ -39,6 +39,7 @@ static void test_defaults(void)
     CHECK(o.fsync_fast);
     CHECK(o.flush_merge);
     CHECK(o.extent_cache);
+    CHECK(o.dir_index);
     CHECK(!o.checkpoint_all_data);
     CHECK(!o.track_lookups);
     CHECK(o.discard);
@@ -108,7 +109,7 @@ static void test_tables(void)
     check_table(&library_options, &o, sizeof(o));
     struct f2fuse_test_options t = {0};
     check_table(&test_options, &t, sizeof(t));
-    CHECK_EQ(library_options.count, 47); /* a new option: add it to test_defaults too */
+    CHECK_EQ(library_options.count, 48); /* a new option: add it to test_defaults too */
 }
 
 /* fscrypt_key= is repeatable: each value is kept, one per line; no value, a newline in one or
