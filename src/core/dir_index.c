@@ -367,7 +367,11 @@ void dir_index_removed(struct f2fuse *fs, uint32_t ino, uint32_t hash, uint64_t 
 
 void dir_index_forget(struct f2fuse *fs, uint32_t ino)
 {
-    drop(fs, ino, NULL);
+    struct dir_index *x = get_existing(fs, ino); /* most directories have none */
+    if (x) {
+        dir_index_put(fs, x);
+        drop(fs, ino, NULL);
+    }
 }
 
 void dir_index_stale(struct f2fuse *fs, struct dir_index *x)

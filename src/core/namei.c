@@ -76,9 +76,10 @@ int inode_free(struct f2fuse *fs, uint32_t ino)
     pcache_put(fs->cache, ipage);
     if (!err)
         err = node_free(fs, ino, ino);
-    dir_index_forget(fs, ino);    /* dir_index.c: so may a directory's */
-    verity_forget(fs, ino);       /* verity.c: the number may come back as another file */
-    fscrypt_ikey_forget(fs, ino); /* fscrypt_keys.c: so may its key */
+    if (S_ISDIR(ii.mode))
+        dir_index_forget(fs, ino); /* dir_index.c: so may a directory's */
+    verity_forget(fs, ino);        /* verity.c: the number may come back as another file */
+    fscrypt_ikey_forget(fs, ino);  /* fscrypt_keys.c: so may its key */
     return err;
 }
 
