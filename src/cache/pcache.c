@@ -766,7 +766,8 @@ void pcache_put(struct pcache *c, struct page *p)
 void pcache_put_written(struct pcache *c, struct page *p)
 {
     pthread_mutex_lock(&c->lock);
-    if (p->refs == 1 && !p->dirty && p->in_table && !p->checkpoint_data) {
+    if (p->refs == 1 && !p->dirty && p->in_table && !p->checkpoint_data &&
+        !__atomic_load_n(&p->partial_write, __ATOMIC_RELAXED)) {
         p->refs = 0;
         hash_remove(c, p);
         c->pages--;

@@ -35,6 +35,10 @@ struct page {
                            * writes (regular files' data is left to writeback) */
     uint8_t verity_checked; /* core: fs-verity tree blocks of this page verified (a bit per
                              * block; the kernel's PageChecked), cleared by a new load */
+    /* core: a regular file's page that a write filled only in part.  The kernel's page cache
+     * in front of FUSE marks a page up to date only when a write fills it, so it cannot
+     * serve this one (a small file's last page): pcache_put_written keeps it here. */
+    bool partial_write;
     /* cache-private */
     unsigned refs;
     int load_error; /* -errno when the load failed */
@@ -93,7 +97,8 @@ struct page *pcache_find(struct pcache *cache, enum page_space space, uint64_t k
 struct page *pcache_find_dirty(struct pcache *cache, enum page_space space, uint64_t key);
 void pcache_put(struct pcache *cache, struct page *page);
 /* pcache_put of a page just written back: if that was the last reference and the page is
- * clean, it leaves the cache at once, unless it is checkpoint_data (a directory's): a
+ * clean, it leaves the cache at once, unless it is checkpoint_data (a directory's) or a
+ * partial_write (the kernel does not have it): a
  * regular file's written data lives on in the kernel's page cache above FUSE, and a second
  * copy here only took memory (with cache_size=auto, all of it: 512 MiB written by fio stayed
  * resident twice). */

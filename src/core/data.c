@@ -809,6 +809,8 @@ ssize_t data_write(struct f2fuse *fs, struct inode_info *ii, struct page *ipage,
         }
         if (page) {
             memcpy((uint8_t *)page->data + in_blk, (const uint8_t *)buf + done, n);
+            /* the kernel keeps only pages a write filled: f2fuse keeps the others */
+            __atomic_store_n(&page->partial_write, n < F2FS_BLKSIZE, __ATOMIC_RELAXED);
             pcache_put_dirty(fs->cache, page);
         }
         done += n;
