@@ -55,6 +55,8 @@ struct f2fuse *context_create(const struct f2fuse_options *opts)
     pthread_rwlock_init(&fs->cp_lock, &rwattr);
     pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&fs->ns_lock, NULL);
+    pthread_mutex_init(&fs->pin_lock, NULL);
+    pthread_cond_init(&fs->pins_gone, NULL);
     pthread_mutex_init(&fs->ref_lock, NULL);
     pthread_mutex_init(&fs->tune_lock, NULL);
     pthread_mutex_init(&fs->space.lock, NULL);
@@ -82,6 +84,8 @@ void context_free(struct f2fuse *fs)
 {
     pthread_rwlock_destroy(&fs->cp_lock);
     pthread_mutex_destroy(&fs->ns_lock);
+    pthread_mutex_destroy(&fs->pin_lock);
+    pthread_cond_destroy(&fs->pins_gone);
     pthread_mutex_destroy(&fs->ref_lock);
     pthread_mutex_destroy(&fs->tune_lock);
     pthread_mutex_destroy(&fs->space.lock);
