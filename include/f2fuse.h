@@ -173,6 +173,15 @@ int f2fuse_readdir(struct f2fuse *fs, uint32_t dir_ino, uint64_t cookie, f2fuse_
 
 /* Reads up to size bytes at off; returns the bytes read (0 at or past EOF) or -errno. */
 ssize_t f2fuse_read(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uint64_t off);
+/* f2fuse_read, except that a read of a plain file that only needs one device read returns
+ * -EINPROGRESS at once and calls done(arg, result) once that read is done, on whichever
+ * thread completed it (a thread of the block backend, or the caller's own before this
+ * returns); buf must stay valid until then.  Anything else returns its result here. */
+typedef void (*f2fuse_read_done_fn)(void *arg, ssize_t result);
+ssize_t f2fuse_read_async(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uint64_t off,
+                          f2fuse_read_done_fn done, void *arg);
+/* Returns once every done() of f2fuse_read_async has returned. */
+void f2fuse_read_drain(struct f2fuse *fs);
 /* Copies the symlink target (not NUL-terminated) and returns its length, or -errno.  An
  * encrypted symlink's target is its no-key encoding, as the kernel shows it without the
  * key; so are the names of an encrypted directory (readdir, and lookup takes them). */

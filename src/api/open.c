@@ -180,7 +180,8 @@ void f2fuse_close(struct f2fuse *fs)
 {
     if (!fs)
         return;
-    cachesize_stop(fs); /* cachesize.c: first, it asks for checkpoints */
+    read_pins_drain(fs); /* f2fuse_read_async's reads still on the device */
+    cachesize_stop(fs);  /* cachesize.c: first, it asks for checkpoints */
     checkpoint_timer_stop(fs);
     gc_stop(fs);        /* gc.c: before the checkpoint daemon it sends requests to */
     writeback_stop(fs); /* the final checkpoint writes back what is dirty */

@@ -2,6 +2,7 @@
  * extended attributes.  Each one runs inside read_inode's shell: cp_lock and the inode's
  * stripe shared (op_read_begin), the inode read and decoded, then the step itself. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -176,6 +177,90 @@ ssize_t f2fuse_read(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uin
 {
     struct buf_args a = {.buf = buf, .size = size, .off = off};
     return read_inode(fs, ino, read_step, &a);
+}
+
+/* A read that goes on after its shell: its one device request, pinned (read_pin) until done. */
+struct async_read {
+    struct f2fuse *fs;
+    struct blk_req req;
+    size_t size; /* the bytes it returns */
+    f2fuse_read_done_fn done;
+    void *arg;
+};
+
+struct start_args {
+    void *buf;
+    size_t size;
+    uint64_t off;
+    struct async_read *ar; /* its request set when one is left to do */
+    bool sync;             /* not a read for the async way: f2fuse_read does it */
+};
+
+static ssize_t read_start_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
+                               void *arg)
+{
+    struct start_args *a = arg;
+    if (!S_ISREG(ii->mode) || verity_file(ii)) {
+        a->sync = true;
+        return 0;
+    }
+    if (a->off >= ii->size || a->size == 0)
+        return 0;
+    size_t size = a->size < ii->size - a->off ? a->size : (size_t)(ii->size - a->off);
+    int r = data_read_start(fs, ii, ipage, a->buf, size, a->off, &a->ar->req);
+    if (r == -EAGAIN) {
+        a->sync = true;
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    if (r == 1) {
+        read_pin(fs); /* before the shell ends: a checkpoint now waits for this read */
+        a->ar->size = size;
+    }
+    return r == 1 ? -EINPROGRESS : (ssize_t)size;
+}
+
+static void async_read_done(struct blk_req *req)
+{
+    struct async_read *ar = req->private;
+    ssize_t result = req->result < 0                     ? (ssize_t)req->result
+                     : (uint64_t)req->result != req->len ? -EIO /* past the device's end */
+                                                         : (ssize_t)ar->size;
+    struct f2fuse *fs = ar->fs;
+    ar->done(ar->arg, result);
+    free(ar);
+    read_unpin(fs); /* after done: f2fuse_close may not come before it */
+}
+
+ssize_t f2fuse_read_async(struct f2fuse *fs, uint32_t ino, void *buf, size_t size, uint64_t off,
+                          f2fuse_read_done_fn done, void *arg)
+{
+    struct async_read *ar = malloc(sizeof(*ar));
+    if (!ar)
+        return f2fuse_read(fs, ino, buf, size, off);
+    *ar = (struct async_read){.fs = fs, .done = done, .arg = arg};
+    struct start_args a = {.buf = buf, .size = size, .off = off, .ar = ar};
+    ssize_t n = read_inode(fs, ino, read_start_step, &a);
+    if (n != -EINPROGRESS) {
+        free(ar);
+        return a.sync ? f2fuse_read(fs, ino, buf, size, off) : n;
+    }
+    ar->req.done = async_read_done;
+    ar->req.private = ar;
+    struct blk_req *rp = &ar->req;
+    int err = blk_submit(fs->dev, &rp, 1);
+    if (err) { /* nothing queued: no done() comes */
+        free(ar);
+        read_unpin(fs);
+        return err;
+    }
+    return -EINPROGRESS;
+}
+
+void f2fuse_read_drain(struct f2fuse *fs)
+{
+    read_pins_drain(fs);
 }
 
 static ssize_t readlink_step(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,

@@ -10,6 +10,7 @@
 #include "core/data.h"
 #include "core/discard.h"
 #include "core/fsync.h"
+#include "core/locks.h"
 #include "core/nat.h"
 #include "core/node.h"
 #include "core/quota.h"
@@ -292,6 +293,7 @@ int checkpoint_write(struct f2fuse *fs, bool umount, enum cp_scope scope, const 
                      uint32_t norphans)
 {
     bool all = umount || scope == CP_ALL_DATA || fs->opts.checkpoint_all_data;
+    read_pins_drain(fs); /* reads still on the device read blocks this commit may free */
     /* The quota files' changed pages first: this checkpoint writes them with everything
      * else (quota.c), so the usage it records is that of the tree it commits. */
     int err = quota_flush(fs);

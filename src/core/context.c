@@ -57,6 +57,8 @@ struct f2fuse *context_create(const struct f2fuse_options *opts)
     pthread_rwlock_init(&fs->cp_lock, &rwattr);
     pthread_rwlockattr_destroy(&rwattr);
     pthread_mutex_init(&fs->ns_lock, NULL);
+    pthread_mutex_init(&fs->pin_lock, NULL);
+    pthread_cond_init(&fs->pins_gone, NULL);
     refs_init(fs);
     dir_index_init(fs);
     pthread_mutex_init(&fs->tune_lock, NULL);
@@ -85,6 +87,8 @@ void context_free(struct f2fuse *fs)
 {
     pthread_rwlock_destroy(&fs->cp_lock);
     pthread_mutex_destroy(&fs->ns_lock);
+    pthread_mutex_destroy(&fs->pin_lock);
+    pthread_cond_destroy(&fs->pins_gone);
     for (unsigned i = 0; i < REF_STRIPES; i++)
         pthread_mutex_destroy(&fs->refs[i].lock);
     pthread_mutex_destroy(&fs->tune_lock);

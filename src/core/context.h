@@ -95,6 +95,11 @@ struct f2fuse {
     pthread_rwlock_t cp_lock;
     pthread_mutex_t ns_lock;
     pthread_rwlock_t inode_locks[INODE_LOCK_STRIPES];
+    /* Reads still on the device after their shell ended (f2fuse_read_async): a checkpoint
+     * waits for them (read_pins_drain), so that no block they read is reused meanwhile. */
+    pthread_mutex_t pin_lock;
+    pthread_cond_t pins_gone;
+    unsigned read_pins;
     atomic_uint_fast64_t data_pages_written, node_pages_written;
     atomic_uint_fast32_t next_generation;
     int write_error; /* set when a checkpoint failed: the mount turns read-only */

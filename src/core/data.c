@@ -228,6 +228,83 @@ static int decrypt_read(struct f2fuse *fs, const struct inode_info *ii, const ui
     return 0;
 }
 
+/* One chunk of a read of [off, off + size) into buf, from pos on: its blocks [first,
+ * first + count) and its end (a byte offset of the file); the device reads it still needs. */
+struct read_chunk {
+    uint64_t first, end;
+    uint32_t count;
+    unsigned nreq;
+};
+
+/* Maps the chunk of the read that starts at pos: blocks with a page in the cache are copied
+ * from it (written, maybe not yet on disk), holes are zero-filled, and every physically
+ * contiguous run left becomes one request in reqs (addrs gets the block addresses). */
+static int plan_read_chunk(struct f2fuse *fs, const struct inode_info *ii,
+                           const struct f2fs_inode *ri, void *buf, size_t size, uint64_t off,
+                           uint64_t pos, uint32_t *addrs, struct blk_req *reqs,
+                           struct read_chunk *ch)
+{
+    uint64_t first = pos / F2FS_BLKSIZE;
+    uint64_t last = (off + size - 1) / F2FS_BLKSIZE;
+    uint32_t count = (uint32_t)(last - first + 1);
+    if (count > READ_CHUNK_BLOCKS)
+        count = READ_CHUNK_BLOCKS;
+    int err = data_map(fs, ii, ri, first, count, addrs);
+    if (err)
+        return err;
+    uint64_t chunk_end = (first + count) * F2FS_BLKSIZE;
+    if (chunk_end > off + size)
+        chunk_end = off + size;
+    *ch = (struct read_chunk){.first = first, .end = chunk_end, .count = count};
+
+    if (fs->seg) {
+        for (uint32_t i = 0; i < count; i++) {
+            struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, first + i));
+            if (!page)
+                continue;
+            uint64_t from = (first + i) * F2FS_BLKSIZE, to = from + F2FS_BLKSIZE;
+            if (from < pos)
+                from = pos;
+            if (to > chunk_end)
+                to = chunk_end;
+            memcpy((uint8_t *)buf + (from - off), (const uint8_t *)page->data + from % F2FS_BLKSIZE,
+                   to - from);
+            pcache_put(fs->cache, page);
+            addrs[i] = CACHED_ADDR;
+        }
+    }
+
+    for (uint32_t i = 0; i < count;) {
+        if (addrs[i] == CACHED_ADDR) {
+            i++;
+            continue;
+        }
+        uint32_t j = i + 1;
+        if (addrs[i] != NULL_ADDR)
+            while (j < count && addrs[j] == addrs[j - 1] + 1)
+                j++;
+        else
+            while (j < count && addrs[j] == NULL_ADDR)
+                j++;
+        uint64_t from = (first + i) * F2FS_BLKSIZE, to = (first + j) * F2FS_BLKSIZE;
+        if (from < pos)
+            from = pos;
+        if (to > chunk_end)
+            to = chunk_end;
+        uint8_t *dst = (uint8_t *)buf + (from - off);
+        if (addrs[i] == NULL_ADDR) {
+            memset(dst, 0, to - from);
+        } else {
+            uint64_t dev_off = (uint64_t)addrs[i] * F2FS_BLKSIZE +
+                               (from - (first + i) * F2FS_BLKSIZE);
+            reqs[ch->nreq++] = (struct blk_req){
+                .op = BLK_READ, .off = dev_off, .len = to - from, .buf = dst};
+        }
+        i = j;
+    }
+    return 0;
+}
+
 /* Reads [off, off + size) of a file in blocks, wherever its size ends.  An encrypted file's
  * range is whole blocks (read_blocks). */
 static int read_blocks_raw(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage,
@@ -240,76 +317,42 @@ static int read_blocks_raw(struct f2fuse *fs, const struct inode_info *ii, struc
     size_t done = 0;
     while (done < size) {
         uint64_t pos = off + done;
-        uint64_t first = pos / F2FS_BLKSIZE;
-        uint64_t last = (off + size - 1) / F2FS_BLKSIZE;
-        uint32_t count = (uint32_t)(last - first + 1);
-        if (count > READ_CHUNK_BLOCKS)
-            count = READ_CHUNK_BLOCKS;
-        int err = data_map(fs, ii, ri, first, count, addrs);
+        struct read_chunk ch;
+        int err = plan_read_chunk(fs, ii, ri, buf, size, off, pos, addrs, reqs, &ch);
         if (err)
             return err;
-        uint64_t chunk_end = (first + count) * F2FS_BLKSIZE;
-        if (chunk_end > off + size)
-            chunk_end = off + size;
-
-        /* Blocks with a page in the cache (written, maybe not yet on disk) come from it. */
-        if (fs->seg) {
-            for (uint32_t i = 0; i < count; i++) {
-                struct page *page = pcache_find(fs->cache, PAGE_DATA, data_key(ii->ino, first + i));
-                if (!page)
-                    continue;
-                uint64_t from = (first + i) * F2FS_BLKSIZE, to = from + F2FS_BLKSIZE;
-                if (from < pos)
-                    from = pos;
-                if (to > chunk_end)
-                    to = chunk_end;
-                memcpy((uint8_t *)buf + (from - off),
-                       (const uint8_t *)page->data + from % F2FS_BLKSIZE, to - from);
-                pcache_put(fs->cache, page);
-                addrs[i] = CACHED_ADDR;
-            }
-        }
-
-        /* One request per physically contiguous run; holes are zero-filled here. */
-        unsigned nreq = 0;
-        for (uint32_t i = 0; i < count;) {
-            if (addrs[i] == CACHED_ADDR) {
-                i++;
-                continue;
-            }
-            uint32_t j = i + 1;
-            if (addrs[i] != NULL_ADDR)
-                while (j < count && addrs[j] == addrs[j - 1] + 1)
-                    j++;
-            else
-                while (j < count && addrs[j] == NULL_ADDR)
-                    j++;
-            uint64_t from = (first + i) * F2FS_BLKSIZE, to = (first + j) * F2FS_BLKSIZE;
-            if (from < pos)
-                from = pos;
-            if (to > chunk_end)
-                to = chunk_end;
-            uint8_t *dst = (uint8_t *)buf + (from - off);
-            if (addrs[i] == NULL_ADDR) {
-                memset(dst, 0, to - from);
-            } else {
-                uint64_t dev_off = (uint64_t)addrs[i] * F2FS_BLKSIZE +
-                                   (from - (first + i) * F2FS_BLKSIZE);
-                reqs[nreq] = (struct blk_req){
-                    .op = BLK_READ, .off = dev_off, .len = to - from, .buf = dst};
-                rp[nreq] = &reqs[nreq];
-                nreq++;
-            }
-            i = j;
-        }
-        err = blk_submit_wait(fs->dev, rp, nreq);
+        for (unsigned i = 0; i < ch.nreq; i++)
+            rp[i] = &reqs[i];
+        err = blk_submit_wait(fs->dev, rp, ch.nreq);
         if (!err && ii->contents_key)
-            err = decrypt_read(fs, ii, addrs, first, count, (uint8_t *)buf + (pos - off));
+            err = decrypt_read(fs, ii, addrs, ch.first, ch.count, (uint8_t *)buf + (pos - off));
         if (err)
             return err;
-        done = chunk_end - off;
+        done = ch.end - off;
     }
     return 0;
+}
+
+int data_read_start(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
+                    size_t size, uint64_t off, struct blk_req *req)
+{
+    if (size == 0)
+        return 0;
+    if (!S_ISREG(ii->mode) || (ii->inline_flags & F2FS_INLINE_DATA) ||
+        (ii->advise & FADVISE_ENCRYPT_BIT) || ii->contents_key || compress_file(ii) ||
+        (off + size - 1) / F2FS_BLKSIZE - off / F2FS_BLKSIZE >= READ_CHUNK_BLOCKS)
+        return -EAGAIN;
+    uint32_t addrs[READ_CHUNK_BLOCKS];
+    struct blk_req reqs[READ_CHUNK_BLOCKS];
+    struct read_chunk ch;
+    int err = plan_read_chunk(fs, ii, &page_node(ipage)->i, buf, size, off, off, addrs, reqs, &ch);
+    if (err)
+        return err;
+    if (ch.nreq > 1)
+        return -EAGAIN;
+    if (ch.nreq == 1)
+        *req = reqs[0];
+    return (int)ch.nreq;
 }
 
 /* read_blocks_raw, decrypted where the file is encrypted (its key found): a partial first

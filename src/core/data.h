@@ -30,6 +30,13 @@ uint64_t data_next_candidate(struct f2fuse *fs, const struct inode_info *ii, uin
  * in the cache from it, the others from the device (holes as zeros). */
 int data_read_blocks(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                      size_t size, uint64_t off);
+/* The start of a read that may finish after the caller dropped its locks (f2fuse_read_async):
+ * [off, off + size), inside the file's size, of a plain file (no inline data, encryption or
+ * compression) in one chunk.  Returns 0 when buf is complete (cached pages, holes), 1 when
+ * *req is the one device read left (READ, off, len, buf set), -EAGAIN when the read needs more
+ * than that (the caller reads it with data_read), or -errno. */
+int data_read_start(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
+                    size_t size, uint64_t off, struct blk_req *req);
 ssize_t data_read(struct f2fuse *fs, const struct inode_info *ii, struct page *ipage, void *buf,
                   size_t size, uint64_t off);
 /* Reads size bytes at off of a file's blocks, past its size too (fs-verity keeps its Merkle

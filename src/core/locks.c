@@ -78,3 +78,26 @@ void op_read_end(struct f2fuse *fs, uint32_t ino)
     inode_unlock_shared(fs, ino);
     pthread_rwlock_unlock(&fs->cp_lock);
 }
+
+void read_pin(struct f2fuse *fs)
+{
+    pthread_mutex_lock(&fs->pin_lock);
+    fs->read_pins++;
+    pthread_mutex_unlock(&fs->pin_lock);
+}
+
+void read_unpin(struct f2fuse *fs)
+{
+    pthread_mutex_lock(&fs->pin_lock);
+    if (--fs->read_pins == 0)
+        pthread_cond_broadcast(&fs->pins_gone);
+    pthread_mutex_unlock(&fs->pin_lock);
+}
+
+void read_pins_drain(struct f2fuse *fs)
+{
+    pthread_mutex_lock(&fs->pin_lock);
+    while (fs->read_pins)
+        pthread_cond_wait(&fs->pins_gone, &fs->pin_lock);
+    pthread_mutex_unlock(&fs->pin_lock);
+}

@@ -19,5 +19,11 @@ void op_change_end(struct f2fuse *fs, uint32_t ino);
  * GC) and reused meanwhile. */
 void op_read_begin(struct f2fuse *fs, uint32_t ino);
 void op_read_end(struct f2fuse *fs, uint32_t ino);
+/* A read that goes on after its shell (f2fuse_read_async) is pinned inside it until its
+ * device read is done; a checkpoint, holding cp_lock for writing, waits for every pin to go
+ * before it commits (blocks freed since the last one become reusable then). */
+void read_pin(struct f2fuse *fs);
+void read_unpin(struct f2fuse *fs);
+void read_pins_drain(struct f2fuse *fs);
 
 #endif

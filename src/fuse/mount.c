@@ -453,6 +453,31 @@ static void read_buf_put(struct daemon *d, void *buf, size_t size)
     free(buf);
 }
 
+/* A READ answered once its device read is done (f2fuse_read_async). */
+struct pending_read {
+    struct daemon *d;
+    fuse_req_t req;
+    void *buf;
+    size_t size;
+};
+
+static void read_reply(struct daemon *d, fuse_req_t req, void *buf, ssize_t n)
+{
+    count(d, OP_READ, n < 0);
+    if (n < 0)
+        reply_err(req, (int)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void pending_read_done(void *arg, ssize_t n)
+{
+    struct pending_read *p = arg;
+    read_reply(p->d, p->req, p->buf, n);
+    read_buf_put(p->d, p->buf, p->size);
+    free(p);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -464,6 +489,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (!buf) {
         count(d, OP_READ, -ENOMEM);
         reply_err(req, -ENOMEM);
+        return;
+    }
+    /* An uncached block is read without holding this worker: it goes back to the queue, and
+     * whichever backend thread completes the read answers it (bench/nbd: one thread switch
+     * per request less).  A ring reply buffer belongs to this thread: the blocking way. */
+    struct pending_read *p = ring_buf ? NULL : malloc(sizeof(*p));
+    if (p) {
+        *p = (struct pending_read){.d = d, .req = req, .buf = buf, .size = size};
+        ssize_t n = f2fuse_read_async(d->fs, to_f2fs(d, ino), buf, size, (uint64_t)off,
+                                      pending_read_done, p);
+        if (n == -EINPROGRESS)
+            return;
+        free(p);
+        read_reply(d, req, buf, n);
+        read_buf_put(d, buf, size);
         return;
     }
     ssize_t n = f2fuse_read(d->fs, to_f2fs(d, ino), buf, size, (uint64_t)off);
@@ -1235,6 +1275,7 @@ static void daemon_teardown(struct daemon *d, struct fuse_session *se, bool moun
     if (se) {
         if (mounted)
             fuse_session_unmount(se);
+        f2fuse_read_drain(d->fs);   /* their replies need the session */
         inval_queue_stop(d->inval); /* after the unmount: no kernel lock can hold it up */
         fuse_ring_stop(__atomic_load_n(&d->ring, __ATOMIC_ACQUIRE));
         fuse_remove_signal_handlers(se);
