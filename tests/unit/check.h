@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int check_failures;
 
@@ -51,6 +52,25 @@ static inline __attribute__((format(printf, 1, 2))) int sh(const char *fmt, ...)
     if (rc != 0)
         fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
     return rc;
+}
+
+/* The seed of a randomized test program: F2FUSE_SEED, else the time; printed first, so
+ * that a failed run can be replayed. */
+static inline uint64_t check_seed(void)
+{
+    const char *env = getenv("F2FUSE_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+    printf("seed=%llu (F2FUSE_SEED to replay)\n", (unsigned long long)seed);
+    return seed;
+}
+
+/* The next number of a test's xorshift64* sequence (state must not be 0). */
+static inline uint64_t check_rand(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 2685821657736338717ull;
 }
 
 #define CHECK_DONE() \

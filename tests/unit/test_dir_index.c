@@ -49,10 +49,7 @@ static struct model_dir dirs[2];
 
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ull;
+    return check_rand(&rng_state);
 }
 
 static uint32_t rnd_below(uint32_t n)
@@ -354,9 +351,7 @@ int main(void)
 {
     if (!getenv("F2FUSE_LOG"))
         setenv("F2FUSE_LOG", "none", 1);
-    const char *seed_env = getenv("F2FUSE_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL);
-    printf("seed %llu (F2FUSE_SEED)\n", (unsigned long long)seed);
+    uint64_t seed = check_seed();
     rng_state = seed * 2 + 1;
     if (make_image()) {
         printf("skip: mkfs.f2fs/sload.f2fs failed\n");

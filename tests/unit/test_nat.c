@@ -42,10 +42,7 @@ static unsigned case_no;
 
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ull;
+    return check_rand(&rng_state);
 }
 
 static uint32_t rnd_below(uint32_t n)
@@ -1062,9 +1059,7 @@ static void remove_workdir(void)
 
 int main(void)
 {
-    const char *seed_env = getenv("F2FUSE_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL);
-    printf("seed=%llu (F2FUSE_SEED to replay)\n", (unsigned long long)seed);
+    uint64_t seed = check_seed();
     fflush(stdout);
     rng_state = seed * 0x9e3779b97f4a7c15ull | 1;
 
