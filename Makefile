@@ -61,8 +61,13 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC:= $(wildcard bench/*/*.c)
 BENCH_BIN:= $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test run clean bench install uninstall fuzz fuzzers man check FORCE
-all: deps $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN)
+.PHONY: all binaries deps test run clean bench install uninstall fuzz fuzzers man check FORCE
+# The build runs in a second make once deps is done: pkg-config's flags are read when make
+# parses this file, so a first build on a fresh machine (packages installed by deps) would
+# otherwise compile in parallel with the install and without the new headers.
+all: deps
+	@$(MAKE) --no-print-directory binaries
+binaries: $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN)
 
 # Installs missing Debian packages when run as root, otherwise says what is missing.  Each
 # target asks only for its own group: a plain `make` needs the build packages alone.
