@@ -108,6 +108,7 @@ $(NETCFG): FORCE
 $(BUILD)/src/blk/blk_nbd.o $(BUILD)/src/blk/blk_rbd.o: $(NETCFG)
 $(BUILD)/src/blk/blk_nbd.o $(BUILD)/src/blk/blk_rbd.o: CFLAGS += $(NET_CFLAGS)
 $(BUILD)/f2fuse $(UNIT_BIN) $(BENCH_BIN): $(NETCFG)
+$(BUILD)/bench/nbd/nbd_forward: CFLAGS += $(NET_CFLAGS)
 FORCE:
 
 # f2fuse without the network libraries (NBD=0 RBD=0) from the same objects: test_nbd checks

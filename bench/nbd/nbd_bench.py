@@ -14,10 +14,14 @@ Configurations, per added latency (nbdkit's delay filter on reads and writes: 0,
   f2fuse file      f2fuse -o rw IMAGE (io_uring backend, O_DIRECT): no latency row of its own
   f2fuse nbd       the same image served by nbdkit's file plugin on a unix socket
   fio nbd          fio --ioengine=nbd on the raw export served the same way
+  forwarder        bench/nbd/nbd_forward on the raw export: a FUSE file system that only
+                   forwards each READ/WRITE to libnbd from one poll loop (no thread hand-offs,
+                   no locks, no mapping): the floor of FUSE + an NBD client, what any FUSE file
+                   system over NBD gets at most on this machine
   f2fuse nbd (baseline)  with NBD_BENCH_BASELINE_BIN: another f2fuse binary (say, a build of
                    the last commit) on the same export, in the same interleaved runs
 Repetitions are interleaved (every configuration once, then again), and the table shows
-medians with the ratio f2fuse nbd / fio nbd.  Target: >= 75 % of fio nbd on 4 KiB random reads
+medians with the ratios f2fuse nbd / fio nbd and f2fuse nbd / forwarder.  Target: >= 75 % of fio nbd on 4 KiB random reads
 at QD32 without added latency.
 """
 import json
@@ -57,8 +61,10 @@ ROWS = [("randread", "4k randread", "randread", "4k"),
         ("read128k", "128k read", "read", "128k"),
         ("write128k", "128k write", "write", "128k")]
 ROWS = [r for r in ROWS if r[0] in env("ROWS", ",".join(r[0] for r in ROWS)).split(",")]
-ONLY = env("CONFIGS", "memfs,f2fuse file,f2fuse nbd,f2fuse nbd (baseline),fio nbd").split(",")
+ONLY = env("CONFIGS", "memfs,f2fuse file,f2fuse nbd,f2fuse nbd (baseline),forwarder,fio nbd"
+           ).split(",")
 MEMFS = os.path.join(ROOT, "build/bench/fio/memfs")
+FORWARD = os.path.join(ROOT, "build/bench/nbd/nbd_forward")
 
 
 def sh(argv, **kw):
@@ -133,6 +139,23 @@ class MemfsMount(F2fuseMount):
             "count=%d" % FILE_MIB, "status=none"])
 
 
+class ForwardMount(F2fuseMount):
+    """bench/nbd/nbd_forward on uri: the export as one file, /data."""
+
+    def __init__(self, d, uri):
+        self.mnt = os.path.join(d, "mnt-forward")
+        os.makedirs(self.mnt, exist_ok=True)
+        self.proc = subprocess.Popen([FORWARD, uri, self.mnt], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        for _ in range(400):
+            if f2test.is_mounted(self.mnt):
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError("nbd_forward did not mount: %s" % self.proc.stderr.read())
+            time.sleep(0.05)
+        raise RuntimeError("nbd_forward did not mount in time")
+
+
 def fio_nbd(uri, rw, bs):
     p = sh(["fio", "--ioengine=nbd", "--uri=" + uri, "--size=%dM" % FILE_MIB] + fio_common(rw, bs))
     return fio_iops(p.stdout)
@@ -159,7 +182,7 @@ def main():
         sh(["dd", "if=/dev/urandom", "of=" + raw, "bs=1M", "count=%d" % FILE_MIB, "status=none"])
         configs = [("memfs", None, 0), ("f2fuse file", None, 0)]
         for ms in DELAYS:
-            configs += [("f2fuse nbd", "f2fs", ms), ("fio nbd", "raw", ms)]
+            configs += [("f2fuse nbd", "f2fs", ms), ("forwarder", "raw", ms), ("fio nbd", "raw", ms)]
             if BASELINE_BIN:
                 configs.insert(-1, ("f2fuse nbd (baseline)", "f2fs", ms))
         configs = [c for c in configs if c[0] in ONLY]
@@ -178,6 +201,8 @@ def main():
                     if name.startswith("f2fuse"):
                         binary = os.path.abspath(BASELINE_BIN) if "baseline" in name else F2FUSE
                         mnt = F2fuseMount(d, server.uri() if server else img, "run", binary)
+                    if name == "forwarder":
+                        mnt = ForwardMount(d, server.uri())
                     for key, label, rw, bs in ROWS:
                         iops, bw = mnt.fio(rw, bs) if mnt else fio_nbd(server.uri(), rw, bs)
                         results.setdefault((name, ms, key), []).append((iops, bw))
@@ -199,10 +224,11 @@ def main():
              "plugin on a unix socket; fio's nbd engine on a raw export of the same size. "
              "Machine shared with other jobs. fsck after the runs: %s." % (
                  QD, SECS, REPS, FILE_MIB, "clean" if ok else "NOT clean"), "",
-             "| workload | added latency | memfs (FUSE ceiling) | f2fuse file | f2fuse nbd | fio nbd "
-             "| f2fuse nbd / fio nbd | memfs / fio nbd |" + (
+             "| workload | added latency | memfs (FUSE ceiling) | f2fuse file | f2fuse nbd "
+             "| forwarder (FUSE + NBD floor) | fio nbd | f2fuse nbd / fio nbd "
+             "| forwarder / fio nbd | f2fuse nbd / forwarder | memfs / fio nbd |" + (
                  " f2fuse nbd (baseline) | baseline / fio nbd |" if BASELINE_BIN else ""),
-             "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if BASELINE_BIN else "")]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if BASELINE_BIN else "")]
     for key, label, rw, bs in ROWS:
         unit = "IOPS" if bs == "4k" else "MB/s"
         for ms in DELAYS:
@@ -215,11 +241,13 @@ def main():
             fv, fs = cell("f2fuse file", 0) if ms == 0 else (None, "—")
             nv, ns = cell("f2fuse nbd", ms)
             cv, cs = cell("fio nbd", ms)
+            wv, ws = cell("forwarder", ms)
             mv, ms_ = cell("memfs", 0) if ms == 0 else (None, "—")
-            ratio = "%.0f%%" % (100 * nv / cv) if nv and cv else "—"
-            ceiling = "%.0f%%" % (100 * mv / cv) if mv and cv else "—"
-            row = "| %s | %d ms | %s | %s | %s | %s | %s | %s |" % (
-                label, ms, ms_, fs, ns, cs, ratio, ceiling)
+            def pct(a, b):
+                return "%.0f%%" % (100 * a / b) if a and b else "—"
+            row = "| %s | %d ms | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                label, ms, ms_, fs, ns, ws, cs, pct(nv, cv), pct(wv, cv), pct(nv, wv),
+                pct(mv, cv))
             if BASELINE_BIN:
                 bv, bs_ = cell("f2fuse nbd (baseline)", ms)
                 row += " %s | %s |" % (bs_, "%.0f%%" % (100 * bv / cv) if bv and cv else "—")
@@ -229,6 +257,10 @@ def main():
         pct = 100 * rr[0][0] / rr[1][0]
         lines += ["", "Target: 4k randread at QD%d >= 75%% of fio nbd: %.0f%%, %s." % (
             QD, pct, "met" if pct >= 75 else "MISSED")]
+        floor = med.get(("forwarder", 0, "randread"))
+        if floor:
+            lines += ["The FUSE + NBD floor (forwarder) reaches %.0f%% of fio nbd; f2fuse nbd is "
+                      "%.0f%% of it." % (100 * floor[0] / rr[1][0], 100 * rr[0][0] / floor[0])]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(OUT, "nbd.md"), "w") as f:
         f.write(text)
