@@ -89,6 +89,17 @@ def delay_filter(ms):
     return ["delay"], ["delay-read=%dms" % ms, "delay-write=%dms" % ms]
 
 
+def wait_mounted(proc, mnt, what):
+    """Waits until proc (a daemon in the foreground) has mounted mnt."""
+    for _ in range(400):
+        if f2test.is_mounted(mnt):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError("%s did not mount: %s" % (what, proc.stderr.read()))
+        time.sleep(0.05)
+    raise RuntimeError("%s did not mount in time" % what)
+
+
 class F2fuseMount:
     """f2fuse mounted on source (the file or a URI), the test file laid out already."""
 
@@ -98,13 +109,7 @@ class F2fuseMount:
         opts = "rw,cache_size=8M" + ("," + EXTRA_OPTS if EXTRA_OPTS else "")
         self.proc = subprocess.Popen([binary, "-f", "-o", opts, source, self.mnt],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(400):
-            if f2test.is_mounted(self.mnt):
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError("f2fuse did not mount %s: %s" % (source, self.proc.stderr.read()))
-            time.sleep(0.05)
-        raise RuntimeError("f2fuse did not mount %s in time" % source)
+        wait_mounted(self.proc, self.mnt, "f2fuse on " + source)
 
     def fio(self, rw, bs):  # both mount kinds
         p = sh(["fio", "--filename=" + os.path.join(self.mnt, "data"), "--ioengine=io_uring",
@@ -129,12 +134,7 @@ class MemfsMount(F2fuseMount):
         ring = open("/sys/module/fuse/parameters/enable_uring").read().strip() == "Y"
         self.proc = subprocess.Popen([MEMFS, "-f"] + (["-o", "fuse_ring=16"] if ring else []) +
                                      [self.mnt], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(400):
-            if f2test.is_mounted(self.mnt):
-                break
-            if self.proc.poll() is not None:
-                raise RuntimeError("memfs did not mount: %s" % self.proc.stderr.read())
-            time.sleep(0.05)
+        wait_mounted(self.proc, self.mnt, "memfs")
         sh(["dd", "if=/dev/urandom", "of=" + os.path.join(self.mnt, "data"), "bs=1M",
             "count=%d" % FILE_MIB, "status=none"])
 
@@ -147,13 +147,7 @@ class ForwardMount(F2fuseMount):
         os.makedirs(self.mnt, exist_ok=True)
         self.proc = subprocess.Popen([FORWARD, uri, self.mnt], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
-        for _ in range(400):
-            if f2test.is_mounted(self.mnt):
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError("nbd_forward did not mount: %s" % self.proc.stderr.read())
-            time.sleep(0.05)
-        raise RuntimeError("nbd_forward did not mount in time")
+        wait_mounted(self.proc, self.mnt, "nbd_forward")
 
 
 def fio_nbd(uri, rw, bs):
