@@ -26,7 +26,8 @@ declare -A group=(
     [test]="fuse3 f2fs-tools util-linux python3 android-sdk-libsparse-utils fdisk
             squashfs-tools user-mode-linux kmod attr acl clang e2fsprogs xz-utils quota
             fsverity unicode-data dpkg-dev autoconf automake libtool pkg-config uuid-dev
-            liblz4-dev liblzo2-dev python3-lz4 python3-lzo python3-cryptography
+            liblz4-dev liblzo2-dev python3-lz4 python3-lzo python3-zstandard
+            python3-cryptography
             libnbd-dev libnbd-bin nbdkit qemu-utils librbd-dev ceph-mon ceph-mgr ceph-osd
             ceph-common"
     # fio workloads, PNG plots, fuse2fs as the FUSE ext4 reference of bench/fio; bench/nbd:
