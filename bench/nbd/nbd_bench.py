@@ -21,8 +21,8 @@ Configurations, per added latency (nbdkit's delay filter on reads and writes: 0,
   f2fuse nbd (baseline)  with NBD_BENCH_BASELINE_BIN: another f2fuse binary (say, a build of
                    the last commit) on the same export, in the same interleaved runs
 Repetitions are interleaved (every configuration once, then again), and the table shows
-medians with the ratios f2fuse nbd / fio nbd and f2fuse nbd / forwarder.  Target: >= 75 % of fio nbd on 4 KiB random reads
-at QD32 without added latency.
+medians with the ratios f2fuse nbd / fio nbd and f2fuse nbd / forwarder.  Target: >= 75 % of
+fio nbd on 4 KiB random reads at QD32 without added latency.
 """
 import json
 import os
@@ -81,6 +81,11 @@ def fio_iops(out):
 def fio_common(rw, bs):
     return ["--name=b", "--rw=" + rw, "--bs=" + bs, "--iodepth=%d" % QD, "--time_based",
             "--runtime=%d" % SECS, "--ramp_time=1", "--output-format=json", "--randrepeat=0"]
+
+
+def pct(a, b):
+    """a as a share of b, or a dash where either is missing."""
+    return "%.0f%%" % (100 * a / b) if a and b else "—"
 
 
 def delay_filter(ms):
@@ -222,7 +227,7 @@ def main():
              "| forwarder (FUSE + NBD floor) | fio nbd | f2fuse nbd / fio nbd "
              "| forwarder / fio nbd | f2fuse nbd / forwarder | memfs / fio nbd |" + (
                  " f2fuse nbd (baseline) | baseline / fio nbd |" if BASELINE_BIN else ""),
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if BASELINE_BIN else "")]
+             "|---|" + "---:|" * 10 + ("---:|---:|" if BASELINE_BIN else "")]
     for key, label, rw, bs in ROWS:
         unit = "IOPS" if bs == "4k" else "MB/s"
         for ms in DELAYS:
@@ -237,24 +242,22 @@ def main():
             cv, cs = cell("fio nbd", ms)
             wv, ws = cell("forwarder", ms)
             mv, ms_ = cell("memfs", 0) if ms == 0 else (None, "—")
-            def pct(a, b):
-                return "%.0f%%" % (100 * a / b) if a and b else "—"
             row = "| %s | %d ms | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 label, ms, ms_, fs, ns, ws, cs, pct(nv, cv), pct(wv, cv), pct(nv, wv),
                 pct(mv, cv))
             if BASELINE_BIN:
                 bv, bs_ = cell("f2fuse nbd (baseline)", ms)
-                row += " %s | %s |" % (bs_, "%.0f%%" % (100 * bv / cv) if bv and cv else "—")
+                row += " %s | %s |" % (bs_, pct(bv, cv))
             lines.append(row)
     rr = med.get(("f2fuse nbd", 0, "randread")), med.get(("fio nbd", 0, "randread"))
     if rr[0] and rr[1]:
-        pct = 100 * rr[0][0] / rr[1][0]
+        share = 100 * rr[0][0] / rr[1][0]
         lines += ["", "Target: 4k randread at QD%d >= 75%% of fio nbd: %.0f%%, %s." % (
-            QD, pct, "met" if pct >= 75 else "MISSED")]
+            QD, share, "met" if share >= 75 else "MISSED")]
         floor = med.get(("forwarder", 0, "randread"))
         if floor:
-            lines += ["The FUSE + NBD floor (forwarder) reaches %.0f%% of fio nbd; f2fuse nbd is "
-                      "%.0f%% of it." % (100 * floor[0] / rr[1][0], 100 * rr[0][0] / floor[0])]
+            lines += ["The FUSE + NBD floor (forwarder) reaches %s of fio nbd; f2fuse nbd is "
+                      "%s of it." % (pct(floor[0], rr[1][0]), pct(rr[0][0], floor[0]))]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(OUT, "nbd.md"), "w") as f:
         f.write(text)
