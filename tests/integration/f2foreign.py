@@ -61,6 +61,8 @@ CI = {
     "gc": ["s4", "z2"],
     "concurrency": ["o1", "a0"],
     "faults": ["o20", "extended"],
+    "full": ["quota", "s2"],
+    "trim": ["extended", "z2"],
 }
 # mkfs.f2fs 1.15 refuses -o 1 below 448 MiB and leaves 16 MiB of user space at 448 (80 at 512);
 # -s 4 leaves 6 MiB of a 128 MiB image (82 of 256), -s 2 36 MiB of 128
