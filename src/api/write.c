@@ -29,7 +29,8 @@ static bool writable_flags(int flags)
     return (flags & O_ACCMODE) != O_RDONLY;
 }
 
-int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags)
+/* What an open with these flags must pass: the key, verity, immutable and append-only. */
+static int open_checks(struct f2fuse *fs, uint32_t ino, int flags)
 {
     op_read_begin(fs, ino);
     struct page *ipage;
@@ -39,13 +40,27 @@ int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags)
         err = fscrypt_check_open(fs, &ii, ipage); /* fscrypt.c: no key, no contents */
         if (!err)
             err = verity_open_check(fs, &ii, ipage, flags); /* verity.c */
+        if (!err)
+            err = fileattr_may_open(&ii, flags); /* fileattr.c: immutable, append-only */
         pcache_put(fs->cache, ipage);
     }
     op_read_end(fs, ino);
+    return err;
+}
+
+int f2fuse_open_file(struct f2fuse *fs, uint32_t ino, int flags)
+{
+    int err = open_checks(fs, ino, flags);
     if (!err)
         err = inode_open(fs, ino);
-    if (!err && writable_flags(flags))
-        inode_writer_change(fs, ino, 1);
+    if (err || !writable_flags(flags))
+        return err;
+    /* Counted as a writer, the flags are read again: chattr +i, which refuses while there
+     * are writers, either saw this one or set the flag before this second look. */
+    inode_writer_change(fs, ino, 1);
+    err = open_checks(fs, ino, flags);
+    if (err)
+        f2fuse_release_file(fs, ino, flags);
     return err;
 }
 

@@ -12,6 +12,7 @@
 #include "core/compress.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/fileattr.h"
 #include "core/fscrypt.h"
 #include "core/fscrypt_keys.h"
 #include "core/inode.h"
@@ -223,9 +224,10 @@ int file_setattr(struct f2fuse *fs, uint32_t ino, const struct f2fuse_setattr *s
         return err;
     struct f2fs_inode *ri = &page_node(ipage)->i;
     struct fscrypt_ikey *key = NULL;
+    err = fileattr_may_setattr(&ii, sa->valid);
     /* A size change of a file whose contents stay as they are is refused before anything
      * changes (the kernel's fsverity_prepare_setattr refuses the whole request). */
-    if ((sa->valid & F2FUSE_SET_SIZE) && S_ISREG(ii.mode))
+    if (!err && (sa->valid & F2FUSE_SET_SIZE) && S_ISREG(ii.mode))
         err = compress_file(&ii) && (ii.inline_flags & F2FS_COMPRESS_RELEASED) &&
                       !fscrypt_check_contents(&ii)
                   ? released_truncate(&ii, sa->size)
@@ -357,7 +359,8 @@ int file_fallocate(struct f2fuse *fs, uint32_t ino, int mode, uint64_t off, uint
         return err;
     }
     ii.claim = &claim;
-    if (!punch && S_ISREG(ii.mode) && off + len <= data_max_size(&ii))
+    err = fileattr_may_fallocate(&ii, mode);
+    if (!err && !punch && S_ISREG(ii.mode) && off + len <= data_max_size(&ii))
         err = claim_rest(fs, &ii, ipage, first, count, UINT64_MAX, &claim);
     if (err)
         goto put;

@@ -3,6 +3,8 @@
  * elsewhere (encryption, verity, inline data).  Only flags whose meaning f2fuse keeps may
  * be changed: a flag stored but not honoured would be a promise broken silently. */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stddef.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "core/node.h"
 #include "core/namei.h"
 #include "core/quota.h"
+#include "core/refs.h"
 #include "core/space.h"
 #include "util/log.h"
 
@@ -42,10 +45,10 @@
 #define FLAGS_COMMON                                                                        \
     (F2FS_SYNC_FL | F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_NODUMP_FL | F2FS_NOATIME_FL | \
      F2FS_PROJINHERIT_FL)
-/* Flags f2fuse stores but does not yet honour: immutable and append-only would have to be
- * enforced on every path, sync and dirsync make writes synchronous.  Changing them is
- * refused rather than half done. */
-#define FLAGS_NOT_HONOURED (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_SYNC_FL | F2FS_DIRSYNC_FL)
+/* Flags f2fuse stores but does not yet honour: sync and dirsync make writes synchronous.
+ * Changing them is refused rather than half done. */
+#define FLAGS_NOT_HONOURED (F2FS_SYNC_FL | F2FS_DIRSYNC_FL)
+#define FLAGS_LOCKED       (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL)
 
 #define F2FS_DEF_PROJID 0u
 
@@ -275,8 +278,13 @@ static int64_t new_flags(struct f2fuse *fs, const struct inode_info *ii, struct 
     if (caller_uid != 0 && caller_uid != le32(ri->i_uid))
         return -EPERM;
     uint32_t changed = (ii->flags ^ want) & mask;
-    if ((changed & (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL)) && caller_uid != 0)
+    if ((changed & FLAGS_LOCKED) && caller_uid != 0)
         return -EPERM; /* CAP_LINUX_IMMUTABLE */
+    /* A writer's later WRITEs cannot be told from the kernel's writeback of pages it
+     * cached before the flag (writeback_cache), so they could be neither refused nor
+     * allowed rightly: the flag waits until no one has the file open for writing. */
+    if ((changed & want & FLAGS_LOCKED) && inode_writers(fs, ii->ino))
+        return -ETXTBSY;
     /* fscrypt_prepare_setflags, before the file system's checks: casefolded names of an
      * encrypted directory hash with a key derived from its master key (ENOKEY without it,
      * EINVAL under a v1 policy). */
@@ -296,6 +304,57 @@ static int64_t new_flags(struct f2fuse *fs, const struct inode_info *ii, struct 
             return err;
     }
     return (ii->flags & ~mask) | (want & mask);
+}
+
+static bool is_locked(const struct inode_info *ii)
+{
+    return ii->flags & FLAGS_LOCKED;
+}
+
+int fileattr_may_open(const struct inode_info *ii, int open_flags)
+{
+    bool writes = (open_flags & O_ACCMODE) != O_RDONLY || (open_flags & O_TRUNC);
+    if (writes && (ii->flags & F2FS_IMMUTABLE_FL))
+        return -EPERM;
+    if ((ii->flags & F2FS_APPEND_FL) &&
+        (((open_flags & O_ACCMODE) != O_RDONLY && !(open_flags & O_APPEND)) ||
+         (open_flags & O_TRUNC)))
+        return -EPERM;
+    return 0;
+}
+
+int fileattr_may_setattr(const struct inode_info *ii, unsigned valid)
+{
+    if (is_locked(ii) &&
+        (valid & (F2FUSE_SET_MODE | F2FUSE_SET_UID | F2FUSE_SET_GID | F2FUSE_SET_SIZE)))
+        return -EPERM;
+    if ((ii->flags & F2FS_IMMUTABLE_FL) && (valid & (F2FUSE_SET_ATIME | F2FUSE_SET_MTIME)))
+        return -EPERM;
+    return 0;
+}
+
+int fileattr_may_change(const struct inode_info *ii)
+{
+    return is_locked(ii) ? -EPERM : 0;
+}
+
+int fileattr_may_fallocate(const struct inode_info *ii, int mode)
+{
+    if (ii->flags & F2FS_IMMUTABLE_FL)
+        return -EPERM;
+    if ((ii->flags & F2FS_APPEND_FL) && (mode & ~FALLOC_FL_KEEP_SIZE))
+        return -EPERM;
+    return 0;
+}
+
+int fileattr_may_add_name(const struct inode_info *dir)
+{
+    return dir->flags & F2FS_IMMUTABLE_FL ? -EPERM : 0;
+}
+
+int fileattr_may_drop_name(const struct inode_info *dir, const struct inode_info *victim)
+{
+    return is_locked(dir) || is_locked(victim) ? -EPERM : 0;
 }
 
 int fileattr_set(struct f2fuse *fs, uint32_t ino, const struct f2fuse_fileattr *fa,

@@ -286,6 +286,8 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
     if (!err)
+        err = fileattr_may_add_name(&dir); /* fileattr.c: not in an immutable directory */
+    if (!err)
         err = fscrypt_check_new_name(fs, &dir, dpage); /* ENOKEY without the key */
     if (!err && (dir.mode & S_ISGID)) {
         /* A set-group-ID directory hands its group down, and the bit to subdirectories. */
@@ -374,6 +376,10 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
         err = project_allows(fs, &dir, dpage, ipage);
     if (!err)
         err = name_free(fs, &dir, dpage, name, len);
+    if (!err)
+        err = fileattr_may_add_name(&dir);
+    if (!err)
+        err = fileattr_may_change(&ii); /* no new name for an immutable or append-only inode */
     if (!err) /* fscrypt.c: into an encrypted one with its key and of its policy */
         err = fscrypt_check_link(fs, &dir, dpage, &ii, ipage);
     if (!err)
@@ -451,6 +457,8 @@ int namei_remove(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
         err = -ENOTDIR;
     if (!err && !want_dir && S_ISDIR(ii.mode))
         err = -EISDIR;
+    if (!err)
+        err = fileattr_may_drop_name(&dir, &ii); /* fileattr.c: immutable, append-only */
     if (!err && want_dir) {
         bool empty;
         err = dir_is_empty(fs, &ii, ipage, &empty);
@@ -729,6 +737,11 @@ static int rename_locked(struct f2fuse *fs, struct rename_op *op)
                                 .exchange = op->flags & F2FUSE_RENAME_EXCHANGE};
     if (!err) /* fscrypt_prepare_rename, before the file system's own checks */
         err = fscrypt_check_rename(fs, &fr);
+    if (!err) /* vfs_rename: the source leaves its directory, the target its name */
+        err = fileattr_may_drop_name(&op->odir, &op->src);
+    if (!err)
+        err = op->tgt_ino ? fileattr_may_drop_name(&op->ndir, &op->tgt)
+                          : fileattr_may_add_name(&op->ndir);
     if (!err)
         err = project_allows(fs, &op->ndir, op->ndpage, op->spage);
     if (!err && (op->flags & F2FUSE_RENAME_EXCHANGE))

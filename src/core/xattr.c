@@ -10,6 +10,7 @@
 #include "core/acl.h"
 #include "core/context.h"
 #include "core/data.h"
+#include "core/fileattr.h"
 #include "core/fsync.h"
 #include "core/inode.h"
 #include "core/locks.h"
@@ -612,7 +613,9 @@ int xattr_change(struct f2fuse *fs, uint32_t ino, const char *name, const void *
     struct inode_info ii;
     err = inode_get(fs, ino, &page, &ii);
     if (!err) {
-        err = xattr_set(fs, &ii, page, name, value, size, flags);
+        err = fileattr_may_change(&ii); /* fileattr.c: immutable, append-only */
+        if (!err)
+            err = xattr_set(fs, &ii, page, name, value, size, flags);
         fsync_needs_checkpoint(fs, ino);
         if (!err) {
             inode_touch(page, false, true);
