@@ -14,6 +14,7 @@
 #include "core/data.h"
 #include "core/fileattr.h"
 #include "core/fscrypt.h"
+#include "core/fsync.h"
 #include "core/fscrypt_keys.h"
 #include "core/inode.h"
 #include "core/locks.h"
@@ -179,8 +180,10 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     struct page *ipage;
     struct inode_info ii;
     struct fscrypt_ikey *key = NULL;
+    bool sync_write = false;
     ssize_t ret = inode_get(fs, ino, &ipage, &ii);
     if (ret == 0) {
+        sync_write = ii.flags & F2FS_SYNC_FL;
         ii.claim = &claim;
         if (S_ISDIR(ii.mode))
             ret = -EISDIR;
@@ -201,6 +204,11 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     fscrypt_ikey_put(fs, key);
     file_end(fs, ino);
     space_settle(fs, &claim);
+    if (ret > 0 && sync_write) { /* IS_SYNC: generic_write_sync's fsync, its error the write's */
+        int err_sync = fsync_file(fs, ino, BLK_PRIO_NORMAL, 0);
+        if (err_sync)
+            ret = err_sync;
+    }
     if (ret > 0)
         writeback_throttle_after(fs, (uint64_t)ret); /* writeback.c: smooth pause */
     return ret;

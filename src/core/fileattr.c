@@ -45,10 +45,7 @@
 #define FLAGS_COMMON                                                                        \
     (F2FS_SYNC_FL | F2FS_IMMUTABLE_FL | F2FS_APPEND_FL | F2FS_NODUMP_FL | F2FS_NOATIME_FL | \
      F2FS_PROJINHERIT_FL)
-/* Flags f2fuse stores but does not yet honour: sync and dirsync make writes synchronous.
- * Changing them is refused rather than half done. */
-#define FLAGS_NOT_HONOURED (F2FS_SYNC_FL | F2FS_DIRSYNC_FL)
-#define FLAGS_LOCKED       (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL)
+#define FLAGS_LOCKED (F2FS_IMMUTABLE_FL | F2FS_APPEND_FL)
 
 #define F2FS_DEF_PROJID 0u
 
@@ -292,11 +289,6 @@ static int64_t new_flags(struct f2fuse *fs, const struct inode_info *ii, struct 
         int err = fscrypt_check_casefold(fs, ii, ipage);
         if (err)
             return err;
-    }
-    if (changed & FLAGS_NOT_HONOURED) {
-        log_warn("inode %u: changing the flags 0x%x is not supported", ii->ino,
-                 changed & FLAGS_NOT_HONOURED);
-        return -EOPNOTSUPP;
     }
     if (changed & F2FS_CASEFOLD_FL) {
         int err = casefold_change_check(fs, ii, ipage);

@@ -202,6 +202,20 @@ static int get_dir(struct f2fuse *fs, uint32_t ino, struct page **page, struct i
     return 0;
 }
 
+/* IS_DIRSYNC: a change of names in a directory flagged sync or dirsync is on disk when it
+ * returns.  As the kernel's f2fs_sync_fs after it, the checkpoint does not change the
+ * outcome: a failed one has turned the mount read-only, with its message. */
+static bool dir_syncs(const struct inode_info *dir)
+{
+    return dir->flags & (F2FS_SYNC_FL | F2FS_DIRSYNC_FL);
+}
+
+static void dir_sync_after(struct f2fuse *fs, bool syncs)
+{
+    if (syncs)
+        (void)fsync_dir(fs, BLK_PRIO_NORMAL, 0);
+}
+
 static int check_name(const char *name, size_t len)
 {
     if (len == 0 || memchr(name, '/', len) || memchr(name, '\0', len))
@@ -336,6 +350,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     pcache_put(fs->cache, dpage);
     ns_end(fs, &parent, 1);
     acl_inherited_free(&acls);
+    dir_sync_after(fs, !err && dir_syncs(&dir));
     return err;
 }
 
@@ -398,6 +413,7 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
     pcache_put(fs->cache, ipage);
     pcache_put(fs->cache, dpage);
     ns_end(fs, inos, 2);
+    dir_sync_after(fs, !err && dir_syncs(&dir));
     return err;
 }
 
@@ -481,6 +497,7 @@ int namei_remove(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     pthread_mutex_unlock(&fs->ns_lock);
     pthread_rwlock_unlock(&fs->cp_lock);
     space_after_change(fs);
+    dir_sync_after(fs, !err && dir_syncs(&dir));
     return err;
 }
 
@@ -810,5 +827,6 @@ int namei_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, s
     pthread_mutex_unlock(&fs->ns_lock);
     pthread_rwlock_unlock(&fs->cp_lock);
     space_after_change(fs);
+    dir_sync_after(fs, !err && (dir_syncs(&op.odir) || dir_syncs(&op.ndir)));
     return err;
 }
