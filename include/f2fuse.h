@@ -31,6 +31,10 @@ struct f2fuse_options {
     uint64_t cache_min;           /* auto: the floor (default 32 MiB) */
     uint64_t cache_max;           /* auto: the ceiling; 0 = none (the default) */
     bool read_only;               /* open without writing anything (default) */
+    /* The mount options sync and dirsync (MS_SYNCHRONOUS, MS_DIRSYNC): a change of names is
+     * on disk when it returns, in every directory.  FUSE makes a sync mount's writes
+     * synchronous itself (it sends FSYNC) but leaves directories to the file system. */
+    bool mount_sync, mount_dirsync;
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
     /* With checkpoint_merge: before a checkpoint, wait at most this long (and no longer than

@@ -202,12 +202,14 @@ static int get_dir(struct f2fuse *fs, uint32_t ino, struct page **page, struct i
     return 0;
 }
 
-/* IS_DIRSYNC: a change of names in a directory flagged sync or dirsync is on disk when it
- * returns.  As the kernel's f2fs_sync_fs after it, the checkpoint does not change the
- * outcome: a failed one has turned the mount read-only, with its message. */
-static bool dir_syncs(const struct inode_info *dir)
+/* IS_DIRSYNC: a change of names in a directory flagged sync or dirsync, or on a sync or
+ * dirsync mount, is on disk when it returns.  As the kernel's f2fs_sync_fs after it, the
+ * checkpoint does not change the outcome: a failed one has turned the mount read-only,
+ * with its message. */
+static bool dir_syncs(const struct f2fuse *fs, const struct inode_info *dir)
 {
-    return dir->flags & (F2FS_SYNC_FL | F2FS_DIRSYNC_FL);
+    return fs->opts.mount_sync || fs->opts.mount_dirsync ||
+           (dir->flags & (F2FS_SYNC_FL | F2FS_DIRSYNC_FL));
 }
 
 static void dir_sync_after(struct f2fuse *fs, bool syncs)
@@ -350,7 +352,7 @@ int namei_create(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     pcache_put(fs->cache, dpage);
     ns_end(fs, &parent, 1);
     acl_inherited_free(&acls);
-    dir_sync_after(fs, !err && dir_syncs(&dir));
+    dir_sync_after(fs, !err && dir_syncs(fs, &dir));
     return err;
 }
 
@@ -413,7 +415,7 @@ int namei_link(struct f2fuse *fs, uint32_t ino, uint32_t parent, const char *nam
     pcache_put(fs->cache, ipage);
     pcache_put(fs->cache, dpage);
     ns_end(fs, inos, 2);
-    dir_sync_after(fs, !err && dir_syncs(&dir));
+    dir_sync_after(fs, !err && dir_syncs(fs, &dir));
     return err;
 }
 
@@ -497,7 +499,7 @@ int namei_remove(struct f2fuse *fs, uint32_t parent, const char *name, size_t le
     pthread_mutex_unlock(&fs->ns_lock);
     pthread_rwlock_unlock(&fs->cp_lock);
     space_after_change(fs);
-    dir_sync_after(fs, !err && dir_syncs(&dir));
+    dir_sync_after(fs, !err && dir_syncs(fs, &dir));
     return err;
 }
 
@@ -827,6 +829,6 @@ int namei_rename(struct f2fuse *fs, uint32_t old_parent, const char *old_name, s
     pthread_mutex_unlock(&fs->ns_lock);
     pthread_rwlock_unlock(&fs->cp_lock);
     space_after_change(fs);
-    dir_sync_after(fs, !err && (dir_syncs(&op.odir) || dir_syncs(&op.ndir)));
+    dir_sync_after(fs, !err && (dir_syncs(fs, &op.odir) || dir_syncs(fs, &op.ndir)));
     return err;
 }

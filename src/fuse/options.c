@@ -284,6 +284,11 @@ enum mount_opt_verdict mount_option(struct f2fuse_options *opts, struct f2fuse_t
             return MOPT_BAD;
         }
     }
+    /* The kernel keeps a sync mount's writes synchronous; the names are f2fuse's to keep. */
+    if (strcmp(item, "sync") == 0 || strcmp(item, "async") == 0)
+        opts->mount_sync = item[0] == 's';
+    if (strcmp(item, "dirsync") == 0)
+        opts->mount_dirsync = true;
     if (in_table(fuse_options, item))
         return MOPT_PASS;
     if (in_table(dropped_options, item) || strncmp(item, "x-", 2) == 0 ||
