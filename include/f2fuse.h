@@ -31,10 +31,6 @@ struct f2fuse_options {
     uint64_t cache_min;           /* auto: the floor (default 32 MiB) */
     uint64_t cache_max;           /* auto: the ceiling; 0 = none (the default) */
     bool read_only;               /* open without writing anything (default) */
-    /* The mount options sync and dirsync (MS_SYNCHRONOUS, MS_DIRSYNC): a change of names is
-     * on disk when it returns, in every directory.  FUSE makes a sync mount's writes
-     * synchronous itself (it sends FSYNC) but leaves directories to the file system. */
-    bool mount_sync, mount_dirsync;
     unsigned checkpoint_interval; /* seconds between checkpoints of a dirty mount; 0 = off */
     bool checkpoint_merge; /* one daemon thread serves concurrent checkpoint requests at once */
     /* With checkpoint_merge: before a checkpoint, wait at most this long (and no longer than
@@ -49,6 +45,10 @@ struct f2fuse_options {
     /* Big directories get an in-memory index by name hash: a lookup reads one dentry
      * block instead of a bucket on every level (default on; nothing on disk changes). */
     bool dir_index;
+    /* The mount options sync and dirsync (MS_SYNCHRONOUS, MS_DIRSYNC): a change of names is
+     * on disk when it returns, in every directory.  FUSE makes a sync mount's writes
+     * synchronous itself (it sends FSYNC) but leaves directories to the file system. */
+    bool mount_sync, mount_dirsync;
     /* Every checkpoint also writes every file's dirty data (checkpoint_data=all): a directory
      * fsync then makes everything durable.  Off (checkpoint_data=metadata, the default), as
      * in f2fs: regular files' data reaches the image by writeback, fsync, f2fuse_sync, the
@@ -249,6 +249,10 @@ ssize_t f2fuse_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t si
  * CAP_FSETID): set-user-ID goes, set-group-ID too when the group may execute.
  * *mode_changed (when not NULL) says whether that changed the mode. */
 #define F2FUSE_WRITE_KILL_SUIDGID 1u
+/* The kernel writing back pages it cached (FUSE's writepage): the writer's rights were
+ * checked when it wrote them.  Any other write is a caller's own, refused on an immutable
+ * file and, on an append-only one, anywhere but at its end (EPERM). */
+#define F2FUSE_WRITE_WRITEBACK 2u
 ssize_t f2fuse_write_ex(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size, uint64_t off,
                         unsigned flags, bool *mode_changed);
 

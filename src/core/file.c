@@ -189,7 +189,9 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
             ret = -EISDIR;
         else if (!S_ISREG(ii.mode))
             ret = -EINVAL;
-        else if ((ret = contents_writable(fs, &ii, ipage, &key)) == 0)
+        else if (!(flags & F2FUSE_WRITE_WRITEBACK))
+            ret = fileattr_may_write(&ii, off); /* fileattr.c: immutable, append-only */
+        if (ret == 0 && (ret = contents_writable(fs, &ii, ipage, &key)) == 0)
             ret = claim_rest(fs, &ii, ipage, first, span, off + size, &claim);
         if (ret == 0)
             ret = remove_privs(fs, &ii, ipage, flags & F2FUSE_WRITE_KILL_SUIDGID, mode_changed);

@@ -315,6 +315,13 @@ int fileattr_may_open(const struct inode_info *ii, int open_flags)
     return 0;
 }
 
+int fileattr_may_write(const struct inode_info *ii, uint64_t off)
+{
+    if (ii->flags & F2FS_IMMUTABLE_FL)
+        return -EPERM;
+    return (ii->flags & F2FS_APPEND_FL) && off < ii->size ? -EPERM : 0;
+}
+
 int fileattr_may_setattr(const struct inode_info *ii, unsigned valid)
 {
     if (is_locked(ii) &&

@@ -35,6 +35,9 @@ uint32_t fileattr_projid(const struct f2fuse *fs, const struct f2fs_inode *ri);
 /* An open with these flags: no write access to an immutable inode; an append-only one only
  * for appending, never truncated. */
 int fileattr_may_open(const struct inode_info *ii, int open_flags);
+/* A caller's write at off (not the kernel's writeback of its cache): none to an immutable
+ * file (f2fs_file_write_iter), only at the end of an append-only one. */
+int fileattr_may_write(const struct inode_info *ii, uint64_t off);
 /* A change of mode, owner, size (F2FUSE_SET_*), or of the times of an immutable inode.  The
  * kernel also refuses explicit times on an append-only one, but FUSE sends the times that
  * writeback_cache kept the same way as utimes(2) does: those of an append-only file

@@ -809,6 +809,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     struct daemon *d = daemon_of(req);
     as_caller(req);
     unsigned flags = killpriv_request_kills_suidgid() ? F2FUSE_WRITE_KILL_SUIDGID : 0;
+    if (fi->writepage)
+        flags |= F2FUSE_WRITE_WRITEBACK;
     bool mode_changed = false;
     ssize_t n = off < 0 ? -EINVAL
                         : f2fuse_write_ex(d->fs, to_f2fs(d, ino), buf, size, (uint64_t)off, flags,

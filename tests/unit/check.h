@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "f2fuse.h"
 
 static int check_failures;
 
@@ -71,6 +74,41 @@ static inline uint64_t check_rand(uint64_t *state)
     *state ^= *state << 25;
     *state ^= *state >> 27;
     return *state * 2685821657736338717ull;
+}
+
+/* A fresh 64 MiB mkfs.f2fs image at $TMPDIR (else /var/tmp)/f2fuse-test-NAME.PID.img, its
+ * path in img; -1 when mkfs.f2fs failed (the caller skips). */
+static inline int check_fresh_image(char *img, size_t size, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(img, size, "%s/f2fuse-test-%s.%d.img", tmp ? tmp : "/var/tmp", name, (int)getpid());
+    return sh("rm -f %s && truncate -s 64M %s && mkfs.f2fs -f %s >/dev/null", img, img, img) ? -1
+                                                                                             : 0;
+}
+
+/* Closes *fs (NULL after) and checks that fsck.f2fs -f finds img clean. */
+static inline void check_close_fsck(struct f2fuse **fs, const char *img)
+{
+    f2fuse_close(*fs);
+    *fs = NULL;
+    CHECK_EQ(sh("fsck.f2fs -f %s >/dev/null 2>&1", img), 0);
+}
+
+/* Opens img read-write as the library tests want it (psync, no periodic checkpoint), with
+ * cache_size when not NULL; a refusal is a failed check.  Returns f2fuse_open's result. */
+static inline int check_open_rw(const char *img, const char *cache_size, struct f2fuse **out)
+{
+    struct f2fuse_options o;
+    f2fuse_options_init(&o);
+    CHECK_EQ(f2fuse_option_set(&o, "rw", NULL), 0);
+    CHECK_EQ(f2fuse_option_set(&o, "backend", "psync"), 0);
+    CHECK_EQ(f2fuse_option_set(&o, "checkpoint_interval", "0"), 0);
+    if (cache_size)
+        CHECK_EQ(f2fuse_option_set(&o, "cache_size", cache_size), 0);
+    *out = NULL;
+    int err = f2fuse_open(img, &o, out);
+    CHECK_EQ(err, 0);
+    return err;
 }
 
 #define CHECK_DONE() \

@@ -40,15 +40,7 @@ static const struct ent dflt[] = {
 
 static int open_rw(void)
 {
-    static const char *const set[][2] = {
-        {"rw", NULL}, {"backend", "psync"}, {"checkpoint_interval", "0"}};
-    struct f2fuse_options o;
-    f2fuse_options_init(&o);
-    for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
-        CHECK_EQ(f2fuse_option_set(&o, set[i][0], set[i][1]), 0);
-    fs = NULL;
-    int err = f2fuse_open(img, &o, &fs);
-    CHECK_EQ(err, 0);
+    int err = check_open_rw(img, NULL, &fs);
     if (!err)
         root = f2fuse_root_ino(fs);
     return err;
@@ -149,18 +141,14 @@ static void survives_remount(void)
     CHECK_EQ(a.mode, S_IFREG | 0600);
     CHECK_EQ(acl_of(file_ino, "system.posix_acl_access", e, 8), 6);
     CHECK_EQ(e[4].perm, 0);
-    f2fuse_close(fs);
-    fs = NULL;
-    CHECK_EQ(sh("fsck.f2fs -f %s >/dev/null 2>&1", img), 0);
+    check_close_fsck(&fs, img);
 }
 
 int main(void)
 {
     if (!getenv("F2FUSE_LOG"))
         setenv("F2FUSE_LOG", "none", 1);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(img, sizeof(img), "%s/f2fuse-test-acl.%d.img", tmp ? tmp : "/var/tmp", (int)getpid());
-    if (sh("rm -f %s && truncate -s 64M %s && mkfs.f2fs -f %s >/dev/null", img, img, img)) {
+    if (check_fresh_image(img, sizeof(img), "acl")) {
         printf("skip: mkfs.f2fs failed\n");
         return 77;
     }

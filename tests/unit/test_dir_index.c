@@ -134,16 +134,7 @@ static void check_all(void)
 
 static int open_rw(void)
 {
-    static const char *const set[][2] = {
-        {"rw", NULL}, {"backend", "psync"}, {"checkpoint_interval", "0"}, {"cache_size", "64M"}};
-    struct f2fuse_options o;
-    f2fuse_options_init(&o);
-    for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
-        CHECK_EQ(f2fuse_option_set(&o, set[i][0], set[i][1]), 0);
-    fs = NULL;
-    int err = f2fuse_open(img, &o, &fs);
-    CHECK_EQ(err, 0);
-    return err;
+    return check_open_rw(img, "64M", &fs);
 }
 
 static void step_create(struct model_dir *d)
