@@ -166,7 +166,9 @@ ssize_t file_write(struct f2fuse *fs, uint32_t ino, const void *buf, size_t size
     int err = fs_writable(fs);
     if (err)
         return err;
-    writeback_throttle_before(fs, size); /* writeback.c: the hard dirty limit */
+    err = writeback_throttle_before(fs, size); /* writeback.c: the hard dirty limit */
+    if (err)
+        return err;
     /* The holes written are claimed until data_write has reserved them in segment.c's
      * count; every block written needs room in the free segments. */
     uint64_t first = off / F2FS_BLKSIZE;

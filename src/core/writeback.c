@@ -85,6 +85,11 @@ struct wb_control {
     unsigned syncers;      /* writeback_sync callers waiting */
     uint64_t sync_before;  /* they want every page dirtied before this written (0: none) */
     bool soft_error_logged;
+    /* The flusher's rounds that failed (nothing written, no checkpoint either: ENOMEM while
+     * the checkpoint is postponed), and the last one's error, 0 once a round succeeds: a
+     * writer at the hard limit must not wait for a flusher that cannot make room. */
+    uint64_t failed_rounds;
+    int round_err;
     struct wb_slot slots[WB_SLOTS];
     uint64_t seq;            /* chunks started */
     uint64_t last_io_end_ns; /* bandwidth: busy time without the overlap of two chunks */
@@ -93,7 +98,7 @@ struct wb_control {
     uint64_t starts[WB_REASONS];
     uint64_t pages_written, chunks, chunk_inodes, requests, io_ns, errors, cp_requests,
         prefree_checkpoints;
-    uint64_t pauses, pause_ns, limit_waits, limit_wait_ns;
+    uint64_t pauses, pause_ns, limit_waits, limit_wait_ns, limit_failures;
     atomic_uint_fast64_t dirty_max;
     /* Published under lock whenever a tunable or the estimate changes, read by writers
      * without it: below fast_below a write neither starts writeback nor pauses, and up to
@@ -598,9 +603,15 @@ static void *flusher_thread(void *arg)
         if (got > 0)
             reclaim_prefree(fs);
         pthread_mutex_lock(&wb->lock);
-        if (got > 0) /* fewer dirty pages now: writers at the limit may go on */
+        wb->round_err = got < 0 ? got : 0;
+        if (got < 0)
+            wb->failed_rounds++;
+        /* fewer dirty pages now, or a failure: writers at the limit look again */
+        if (got != 0)
             pthread_cond_broadcast(&wb->progress);
-        else if (any_slot_busy(wb, false))
+        if (got > 0)
+            continue;
+        if (any_slot_busy(wb, false))
             chunk_finish_oldest_locked(fs);
         else if (!wb->stopping) /* nothing done: do not spin */
             timed_wait(&wb->wake, &wb->lock, 100000000ull);
@@ -681,28 +692,41 @@ void writeback_destroy(struct f2fuse *fs)
 
 /* ---- the write path --------------------------------------------------------------- */
 
-void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
+/* Flusher rounds that must fail, with none succeeding in between, while a writer waits at
+ * the hard limit before it gives up: one that began after the writer came, at least. */
+#define WB_FAILED_ROUNDS_TO_GIVE_UP 2u
+
+int writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
 {
     struct wb_control *wb = fs->wb;
     if (!wb)
-        return;
+        return 0;
     uint64_t dirty = dirty_bytes_now(fs);
     if (dirty == 0 || dirty + bytes <= atomic_load_explicit(&wb->fast_hard, memory_order_relaxed))
-        return;
+        return 0;
     pthread_mutex_lock(&wb->lock);
     struct wb_limits l;
     limits_locked(fs, &l);
     dirty = dirty_bytes_now(fs);
     if (dirty == 0 || dirty + bytes <= l.hard || !wb->running) {
         pthread_mutex_unlock(&wb->lock);
-        return;
+        return 0;
     }
-    uint64_t t0 = clock_mono_ns();
+    uint64_t t0 = clock_mono_ns(), failed_before = wb->failed_rounds;
+    int err = 0;
     wb->limit_waits++;
     wb->waiters++;
     /* Waits for the flusher (which counts us as a reason to run) to make room; a write
-     * larger than the room that is left goes in once nothing is dirty. */
+     * larger than the room that is left goes in once nothing is dirty.  A flusher that keeps
+     * failing makes none: with every allocation failing, its chunks cannot get node pages
+     * and the checkpoint it asks for is postponed (no memory for the orphan list), which
+     * leaves the mount writable, so waiting on would never end. */
     while (!wb->stopping && !fs_write_error(fs) && dirty && dirty + bytes > l.hard) {
+        if (wb->round_err && wb->failed_rounds - failed_before >= WB_FAILED_ROUNDS_TO_GIVE_UP) {
+            err = wb->round_err;
+            wb->limit_failures++;
+            break;
+        }
         pthread_cond_signal(&wb->wake);
         timed_wait(&wb->progress, &wb->lock, 100000000ull);
         limits_locked(fs, &l);
@@ -711,6 +735,7 @@ void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes)
     wb->waiters--;
     wb->limit_wait_ns += clock_mono_ns() - t0;
     pthread_mutex_unlock(&wb->lock);
+    return err;
 }
 
 void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes)
@@ -839,5 +864,6 @@ void writeback_emit_stats(struct f2fuse *fs, stat_emit_fn emit, void *sink)
     emit(sink, "wb.throttle.pause_ms", wb->pause_ns / 1000000);
     emit(sink, "wb.throttle.limit_waits", wb->limit_waits);
     emit(sink, "wb.throttle.limit_wait_ms", wb->limit_wait_ns / 1000000);
+    emit(sink, "wb.throttle.limit_failures", wb->limit_failures);
     pthread_mutex_unlock(&wb->lock);
 }

@@ -29,8 +29,9 @@ void writeback_retune(struct f2fuse *fs, const struct f2fuse_options *opts);
 void writeback_resized(struct f2fuse *fs);
 
 /* Write path, outside every lock: _before waits while the write would take dirty data past
- * the hard limit; _after pauses the writer smoothly and kicks the flusher. */
-void writeback_throttle_before(struct f2fuse *fs, uint64_t bytes);
+ * the hard limit, and returns the flusher's error once it fails round after round (0 when
+ * the write may go on); _after pauses the writer smoothly and kicks the flusher. */
+int writeback_throttle_before(struct f2fuse *fs, uint64_t bytes);
 void writeback_throttle_after(struct f2fuse *fs, uint64_t bytes);
 
 /* Writes back, by the flusher (operations go on meanwhile), every data page dirtied before

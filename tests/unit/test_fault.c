@@ -3,7 +3,9 @@
  * hostile images").  Each case is a regression test of a bug that fault injection found or a
  * rule of the policy. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,19 +23,27 @@ static void fresh_image(void)
     CHECK_EQ(sh("rm -f %s && truncate -s 128M %s && mkfs.f2fs -f %s >/dev/null", img, img, img), 0);
 }
 
-static struct f2fuse *open_rw(const char *fault)
+/* cache_size 0: the default (auto) */
+static struct f2fuse *open_rw_cache(const char *fault, uint64_t cache_size)
 {
     struct f2fuse_options o;
     f2fuse_options_init(&o);
     o.backend = "psync";
     o.read_only = false;
     o.checkpoint_interval = 0;
+    if (cache_size)
+        o.cache_size = cache_size;
     struct f2fuse_test_options t = {0};
     if (fault)
         CHECK_EQ(f2fuse_test_option_set(&o, &t, "fault", fault), 0);
     struct f2fuse *fs = NULL;
     int err = f2fuse_open_test(img, &o, &t, &fs);
     return err ? NULL : fs;
+}
+
+static struct f2fuse *open_rw(const char *fault)
+{
+    return open_rw_cache(fault, 0);
 }
 
 static void fault_option_parses(void)
@@ -227,6 +237,95 @@ static void failed_checkpoint_keeps_previous(void)
     CHECK_EQ(sh("fsck.f2fs --dry-run %s >/dev/null 2>&1", img), 0);
 }
 
+struct counter {
+    const char *name;
+    uint64_t value;
+};
+
+static void read_counter(void *arg, const char *name, uint64_t value)
+{
+    struct counter *c = arg;
+    if (strcmp(name, c->name) == 0)
+        c->value = value;
+}
+
+struct writer {
+    struct f2fuse *fs;
+    uint32_t ino;
+    const void *buf;
+    size_t size;
+    uint64_t off;
+    ssize_t result;
+    atomic_bool done;
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    w->result = f2fuse_write(w->fs, w->ino, w->buf, w->size, w->off);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+/* A writer at the hard dirty limit while every allocation fails: the flusher cannot load the
+ * node of the dirty page, and the checkpoint it asks for instead is postponed (no memory for
+ * the orphan list) and leaves the mount writable.  The write waited for room for ever
+ * (test_faults, model case seed 92241955 fault=alloc:2033:sticky: the daemon hung until the
+ * watchdog killed it); now it fails with ENOMEM, and what was synced stays. */
+static void write_at_dirty_limit_while_writeback_fails(void)
+{
+    fresh_image();
+    struct f2fuse *fs = open_rw_cache(NULL, 1 << 20); /* a hard limit of 200 KiB */
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    uint32_t root = f2fuse_root_ino(fs);
+    struct f2fuse_attr a, b;
+    CHECK_EQ(f2fuse_mknod(fs, root, "a", 1, 0100644, 0, 0, 0, &a), 0);
+    CHECK_EQ(f2fuse_mknod(fs, root, "b", 1, 0100644, 0, 0, 0, &b), 0);
+    static uint8_t buf[1 << 20], back[1 << 20];
+    memset(buf, 0x6e, sizeof(buf));
+    for (uint64_t mib = 0; mib < 4; mib++) {
+        CHECK_EQ(f2fuse_write(fs, a.ino, buf, sizeof(buf), mib << 20), sizeof(buf));
+        CHECK_EQ(f2fuse_write(fs, b.ino, buf, sizeof(buf), mib << 20), sizeof(buf));
+    }
+    CHECK_EQ(f2fuse_sync(fs), 0);
+    /* Block 1000 is in a's direct node, which an overwrite leaves clean; reading b pushes
+     * that node out of the cache, so the flusher must allocate to write the page back.
+     * 64 KiB stays below the background threshold: the flusher waits for the writer. */
+    CHECK_EQ(f2fuse_write(fs, a.ino, buf, 64 << 10, 1000 * 4096), 64 << 10);
+    for (uint64_t mib = 0; mib < 4; mib++)
+        CHECK_EQ(f2fuse_read(fs, b.ino, back, sizeof(back), mib << 20), sizeof(back));
+    pcache_inject_enomem(fs->cache, 1, true);
+    struct writer w = {.fs = fs, .ino = a.ino, .buf = buf, .size = sizeof(buf), .off = 8 << 20};
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, writer_main, &w), 0);
+    for (int i = 0; i < 600 && !atomic_load(&w.done); i++)
+        usleep(100000);
+    if (!atomic_load(&w.done)) { /* the mount cannot be closed under a hung writer */
+        fprintf(stderr, "%s: the write at the dirty limit hangs\n", __func__);
+        fflush(NULL);
+        _exit(1);
+    }
+    pthread_join(thread, NULL);
+    CHECK_EQ(w.result, -ENOMEM);
+    struct counter gave_up = {"wb.throttle.limit_failures", 0};
+    f2fuse_stats(fs, read_counter, &gave_up);
+    CHECK(gave_up.value > 0); /* the write failed where it waited, not later */
+    pcache_inject_enomem(fs->cache, 0, false);
+    f2fuse_close(fs);
+    fs = open_rw(NULL);
+    CHECK(fs != NULL);
+    if (!fs)
+        return;
+    CHECK_EQ(f2fuse_lookup(fs, root, "b", 1, &b), 0);
+    CHECK_EQ(b.size, 4 << 20);
+    CHECK_EQ(f2fuse_read(fs, b.ino, back, sizeof(back), 3 << 20), sizeof(back));
+    CHECK(memcmp(back, buf, sizeof(back)) == 0);
+    f2fuse_close(fs);
+    CHECK_EQ(sh("fsck.f2fs --dry-run %s >/dev/null 2>&1", img), 0);
+}
+
 int main(void)
 {
     if (!getenv("F2FUSE_LOG"))
@@ -241,6 +340,7 @@ int main(void)
     RUN(failed_operation_turns_read_only);
     RUN(failed_checkpoint_keeps_previous);
     RUN(non_directory_parent);
+    RUN(write_at_dirty_limit_while_writeback_fails);
     unlink(img);
     return CHECK_DONE();
 }
